@@ -1,0 +1,239 @@
+"""The collection engine: one batch of ``sync_interval`` steps per replica, replicas unsynchronized.
+
+The engine acts on whichever replicas have an observation waiting, in fixed-shape chunks, and
+records each step at (replica, step) as it lands. Three rules make the batch a function of the
+seed and the weights only, whatever the timing and the number of workers:
+
+- inference always runs on ``inference_batch_size`` rows (a short chunk is padded by repeating a
+  row), because CPU kernels give slightly different numbers for different batch shapes, while at
+  one shape a row's output does not depend on the other rows;
+- the randomness of an action is the uniform noise of its replica at its step, drawn from the
+  replica's own generator at the start of the batch (see ``_sampling``);
+- storage is indexed by (replica, step), never by arrival order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import ProbabilisticTensorDictSequential
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
+
+
+def leaf_keys(td: TensorDictBase) -> list:
+    return list(td.keys(include_nested=True, leaves_only=True))
+
+
+class PolicyRunner:
+    """Runs the inference copy of the policy on a chunk; samples actions from per-row noise."""
+
+    def __init__(self, policy, *, device: torch.device, exploration_type: ExplorationType):
+        self.policy = policy
+        self.device = device
+        self.exploration_type = exploration_type
+        self.sample_key = None
+        self.log_prob_key = None
+        if isinstance(policy, ProbabilisticTensorDictSequential) and (
+            exploration_type == ExplorationType.RANDOM
+        ):
+            head = policy.module[-1]
+            if len(head.dist_sample_keys) != 1:
+                raise ValueError(
+                    "HTSCollector samples one action key per policy; this policy samples "
+                    f"{head.dist_sample_keys}. Combine them into one action key."
+                )
+            self.sample_key = head.dist_sample_keys[0]
+            self.log_prob_key = head.log_prob_key if head.return_log_prob else None
+
+    def noise_width(self, probe: TensorDictBase) -> int:
+        """Uniforms per row this policy needs (0 for a policy that does not sample here)."""
+        if self.sample_key is None:
+            return 0
+        with torch.no_grad():
+            return noise_width(self.policy.get_dist(probe.to(self.device)))
+
+    @torch.no_grad()
+    def __call__(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
+        td = td.to(self.device)
+        if self.sample_key is None:
+            with set_exploration_type(self.exploration_type):
+                td = self.policy(td)
+        else:
+            dist = self.policy.get_dist(td)
+            action = sample_from_uniform(dist, uniform.to(self.device))
+            td.set(self.sample_key, action)
+            if self.log_prob_key is not None:
+                td.set(self.log_prob_key, dist.log_prob(action))
+        return td if self.device.type == "cpu" else td.to("cpu")
+
+
+class CollectionEngine:
+    """Fills one [num_envs, sync_interval] storage per call to :meth:`collect`."""
+
+    def __init__(
+        self,
+        *,
+        executor,
+        runner: PolicyRunner,
+        slots: TensorDictBase,
+        root_keys: list,
+        policy_keys: list,
+        action_keys: list,
+        sync_interval: int,
+        inference_batch_size: int,
+        noise_generators: list[torch.Generator],
+        noise_width: int,
+    ):
+        self.executor = executor
+        self.runner = runner
+        self.sync_interval = sync_interval
+        self.inference_batch_size = inference_batch_size
+        self.noise_generators = noise_generators
+        self.noise_width = noise_width
+        self.root_keys = root_keys
+        self.policy_keys = policy_keys
+        self.action_keys = action_keys
+        self.next_keys = leaf_keys(slots["next"])
+        self._slot_root = [slots["root"].get(k) for k in root_keys]
+        self._slot_next = [slots["next"].get(k) for k in self.next_keys]
+        self._slot_action = [slots["action"].get(k) for k in action_keys]
+        num_envs = slots.batch_size[0]
+        self.episode_counts = torch.zeros(num_envs, dtype=torch.int64)
+
+    def collect(self, out: TensorDictBase, policy_version: int) -> None:
+        """Collect one batch into ``out`` (batch size [num_envs, sync_interval])."""
+        num_envs, horizon = out.batch_size
+        uniform = None
+        if self.noise_width:
+            uniform = torch.stack(
+                [torch.rand(horizon, self.noise_width, generator=g) for g in self.noise_generators]
+            )
+        out_root = [out.get(k) for k in self.root_keys]
+        out_policy = [out.get(k) for k in self.policy_keys]
+        out_next = [out.get(("next", *_as_tuple(k))) for k in self.next_keys]
+        step = np.zeros(num_envs, dtype=np.int64)
+        ready = np.arange(num_envs)
+        remaining = num_envs
+        while remaining:
+            if ready.size:
+                self._act(ready, step, uniform, out_root, out_policy)
+            stepped = self.executor.wait_ready()
+            index, at = torch.from_numpy(stepped), torch.from_numpy(step[stepped])
+            for dst, src in zip(out_next, self._slot_next):
+                dst[index, at] = src[index]
+            step[stepped] += 1
+            ready = stepped[step[stepped] < horizon]
+            remaining -= int((step[stepped] == horizon).sum())
+        out.get("policy_version").fill_(policy_version)
+        self._set_traj_ids(out)
+
+    def _act(self, replicas, step, uniform, out_root, out_policy) -> None:
+        size = self.inference_batch_size
+        replicas = np.sort(replicas)
+        for start in range(0, replicas.size, size):
+            chunk = replicas[start : start + size]
+            count = chunk.size
+            padded = np.concatenate([chunk, np.full(size - count, chunk[0])])
+            index = torch.from_numpy(padded)
+            at = torch.from_numpy(step[padded])
+            td = TensorDict(batch_size=[size])
+            for key, src in zip(self.root_keys, self._slot_root):
+                td.set(key, src[index])
+            acted = self.runner(td, None if uniform is None else uniform[index, at])
+            real, real_at = index[:count], at[:count]
+            for key, dst in zip(self.root_keys, out_root):
+                dst[real, real_at] = td.get(key)[:count]
+            for key, dst in zip(self.policy_keys, out_policy):
+                dst[real, real_at] = acted.get(key)[:count]
+            for key, dst in zip(self.action_keys, self._slot_action):
+                dst[real] = acted.get(key)[:count].to(dst.dtype)
+            self.executor.send(chunk)
+
+    def _set_traj_ids(self, out: TensorDictBase) -> None:
+        # Trajectory id = episode number of the replica * num_envs + replica: unique, and a
+        # function of the data alone.
+        num_envs = out.batch_size[0]
+        done = out.get(("next", "done")).reshape(*out.batch_size, -1).any(-1).long()
+        episodes = self.episode_counts[:, None] + done.cumsum(1) - done
+        replica = torch.arange(num_envs)[:, None]
+        out.set(("collector", "traj_ids"), episodes * num_envs + replica)
+        self.episode_counts += done.sum(1)
+
+
+def _as_tuple(key) -> tuple:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+class InlineRunner:
+    """Collects a requested batch in the caller's thread when it is waited for (serial mode)."""
+
+    def __init__(self, engine: CollectionEngine):
+        self.engine = engine
+        self._request = None
+
+    def start(self, out: TensorDictBase, policy_version: int) -> None:
+        self._request = (out, policy_version)
+
+    def wait(self) -> None:
+        request, self._request = self._request, None
+        self.engine.collect(*request)
+
+    def request_stop(self) -> None:
+        self._request = None
+
+    def join(self, timeout: float = 5.0) -> None:
+        return None
+
+
+class ThreadRunner:
+    """Collects each requested batch in a background thread, overlapping the consumer's work."""
+
+    def __init__(self, engine: CollectionEngine):
+        self.engine = engine
+        self._requests: queue.Queue = queue.Queue()
+        self._results: queue.Queue = queue.Queue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="hts-collection", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            try:
+                self.engine.collect(*request)
+                self._results.put(None)
+            except BaseException as error:  # handed to the consumer, who raises it
+                if not self._stopping.is_set():
+                    self._results.put(error)
+                return
+
+    def start(self, out: TensorDictBase, policy_version: int) -> None:
+        self._requests.put((out, policy_version))
+
+    def wait(self) -> None:
+        while True:
+            try:
+                error = self._results.get(timeout=0.5)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._results.empty():
+                    raise RuntimeError("The HTSCollector collection thread stopped.") from None
+                continue
+            if error is not None:
+                raise error
+            return
+
+    def request_stop(self) -> None:
+        """Ask the thread to end after (or, once the executor closes, instead of) its batch."""
+        self._stopping.set()
+        self._requests.put(None)
+
+    def join(self, timeout: float = 5.0) -> None:
+        self._thread.join(timeout)

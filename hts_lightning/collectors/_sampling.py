@@ -1,0 +1,61 @@
+"""Action sampling from per-replica noise, so a row's sample never depends on its batch mates.
+
+A policy's own ``dist.sample()`` draws from one global stream in row order, so a replica's action
+would depend on which replicas happened to be batched with it. Here the randomness is a uniform
+tensor owned by the replica and its step, turned into a sample by inverse transforms that act row
+by row: Gumbel-max for categorical actions, the normal quantile for Gaussian ones.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributions as D
+from torchrl.modules.distributions import OneHotCategorical as TorchRLOneHotCategorical
+
+_EPS = 1e-7
+
+
+def _is_one_hot(dist: D.Distribution) -> bool:
+    return isinstance(dist, (D.OneHotCategorical, TorchRLOneHotCategorical))
+
+
+def noise_width(dist: D.Distribution) -> int:
+    """How many uniforms one row of ``dist`` needs (its batch is the leading dimension)."""
+    if _is_one_hot(dist) or isinstance(dist, D.Categorical):
+        return dist.logits.shape[-1]
+    if isinstance(dist, D.Normal):
+        return math.prod(dist.loc.shape[1:])
+    if isinstance(dist, (D.Independent, D.TransformedDistribution)):
+        return noise_width(dist.base_dist)
+    raise NotImplementedError(
+        f"HTSCollector cannot sample {type(dist).__name__} deterministically per replica. "
+        "Supported: Categorical, OneHotCategorical, Normal, Independent and transformed "
+        "(e.g. TanhNormal) normals. Use one of these, or a policy that writes the action "
+        "itself without randomness."
+    )
+
+
+def sample_from_uniform(dist: D.Distribution, uniform: torch.Tensor) -> torch.Tensor:
+    """A sample of ``dist`` computed row by row from ``uniform`` ([batch, noise_width])."""
+    uniform = uniform.clamp(_EPS, 1.0 - _EPS)
+    if _is_one_hot(dist) or isinstance(dist, D.Categorical):
+        logits = dist.logits
+        gumbel = -torch.log(-torch.log(uniform.to(logits.dtype)))
+        index = (logits + gumbel).argmax(-1)
+        if _is_one_hot(dist):
+            return torch.nn.functional.one_hot(index, logits.shape[-1])
+        return index
+    if isinstance(dist, D.Normal):
+        normal = math.sqrt(2.0) * torch.erfinv(2.0 * uniform.to(dist.loc.dtype) - 1.0)
+        return dist.loc + dist.scale * normal.reshape(dist.loc.shape)
+    if isinstance(dist, D.Independent):
+        return sample_from_uniform(dist.base_dist, uniform)
+    if isinstance(dist, D.TransformedDistribution):
+        sample = sample_from_uniform(dist.base_dist, uniform)
+        for transform in dist.transforms:
+            sample = transform(sample)
+        return sample
+    noise_width(dist)  # raises the explanatory error
+    raise AssertionError("unreachable")

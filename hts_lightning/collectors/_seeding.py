@@ -1,0 +1,19 @@
+"""Per-replica seeds: a replica's randomness is a function of (seed, global replica index)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def replica_seeds(seed: int, replicas: range) -> list[tuple[int, int]]:
+    """(env seed, action-noise seed) for each global replica index in ``replicas``.
+
+    The seeds come from numpy's ``SeedSequence`` keyed by the replica's global index, so a shard
+    of replicas (one rank of many) gets exactly the seeds those replicas would have had in one
+    process holding them all.
+    """
+    seeds = []
+    for replica in replicas:
+        state = np.random.SeedSequence(seed, spawn_key=(replica,)).generate_state(2)
+        seeds.append((int(state[0]) & 0x7FFFFFFF, int(state[1])))
+    return seeds

@@ -1,0 +1,27 @@
+"""Errors the HTSCollector raises to its consumer, carrying the replica they concern."""
+
+from __future__ import annotations
+
+__all__ = ["EnvReplicaError", "WorkerDiedError"]
+
+
+class EnvReplicaError(RuntimeError):
+    """An env replica raised; ``replica`` is its index, the message holds its traceback."""
+
+    def __init__(self, replica: int, env_traceback: str):
+        self.replica = replica
+        self.env_traceback = env_traceback
+        super().__init__(f"Environment replica {replica} raised an exception:\n{env_traceback}")
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process ended without being asked to (killed, crashed, out of memory)."""
+
+    def __init__(self, worker: int, replicas: list[int], exitcode: int | None):
+        self.worker = worker
+        self.replicas = replicas
+        self.exitcode = exitcode
+        super().__init__(
+            f"Collector worker {worker} (env replicas {replicas[0]}..{replicas[-1]}) died "
+            f"with exit code {exitcode}. If it was killed for memory, use fewer envs per worker."
+        )

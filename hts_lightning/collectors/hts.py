@@ -1,0 +1,468 @@
+"""HTSCollector: a TorchRL collector with HTS-RL overlap, batch sync and determinism."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+import torch.multiprocessing as mp
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+from torchrl.collectors import BaseCollector
+from torchrl.envs import EnvBase
+from torchrl.envs.utils import ExplorationType
+
+from hts_lightning.collectors._engine import (
+    CollectionEngine,
+    InlineRunner,
+    PolicyRunner,
+    ThreadRunner,
+    leaf_keys,
+)
+from hts_lightning.collectors._seeding import replica_seeds
+from hts_lightning.collectors._workers import InlineExecutor, ProcessExecutor
+
+__all__ = ["HTSCollector"]
+
+
+class HTSCollector(BaseCollector):
+    """Collects [num_envs, sync_interval] batches while the consumer learns on the previous one.
+
+    HTS-RL's collector (Liu, Yeh, Schwing, NeurIPS 2020), as a TorchRL collector:
+
+    - **Overlap with exactly one step of policy lag.** When batch k is handed out, batch k+1 starts
+      at once with the weights most recently sent by :meth:`update_policy_weights_`. So weights
+      sent after batch k is handed out are used from batch k+2 on, and batch k (k >= 1) is
+      collected with the weights of update k-1; batches 0 and 1 use the initial weights. Every
+      transition carries ``"policy_version"``, the number of weight updates sent before it was
+      collected. The collector never runs more than one batch ahead, so a loop that never sends
+      weights does not stall, and a slow learner never sees a lag of 2.
+    - **Batch synchronization.** Replicas step independently inside a batch; inference runs on
+      whichever replicas are ready, never waiting for the slowest one. The only barrier is the
+      batch boundary.
+    - **Determinism.** For a seed, every batch is bitwise identical whatever ``num_workers`` and
+      whatever the env timing: each replica has its own env seed and action-noise generator,
+      inference always runs on ``inference_batch_size`` rows, and data is stored by (replica,
+      step). See ``_engine`` for the details.
+
+    Args:
+        create_env_fn: a picklable callable returning a TorchRL ``EnvBase`` with an empty batch
+            size, or a list of ``num_envs`` such callables.
+        policy: a TensorDict module reading the observation and writing ``"action"`` (and, for a
+            probabilistic actor, ``"action_log_prob"``). The collector acts with its own copy;
+            :meth:`update_policy_weights_` with no argument copies the weights of this object.
+
+    Keyword Args:
+        num_envs: env replicas.
+        num_workers: processes stepping the replicas (``num_envs`` must be a multiple);
+            0 runs the same engine in the calling thread, without overlap, for debugging.
+        frames_per_batch: ``num_envs * sync_interval``.
+        sync_interval: steps per replica per batch (alpha in the paper); derived from
+            ``frames_per_batch`` when omitted.
+        total_frames: frames to collect, -1 for no end.
+        seed: the seed of every replica's env and action noise.
+        device: where inference runs (default: the policy's device).
+        inference_batch_size: the fixed number of rows of every inference call (default
+            ``min(num_envs, 8)``).
+        exploration_type: ``RANDOM`` samples actions from per-replica noise; other types call
+            the policy in that mode.
+        replica_offset: global index of the first replica, for a shard of a larger set (one
+            rank of many): replica seeds depend on the global index.
+        mp_start_method: start method of the worker processes.
+
+    Example:
+        >>> from functools import partial
+        >>> from hts_lightning import HTSCollector, CountingEnv
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torchrl.modules import ProbabilisticActor
+        >>> from torchrl.modules.distributions import OneHotCategorical
+        >>> net = TensorDictModule(torch.nn.Linear(1, 2), ["observation"], ["logits"])
+        >>> policy = ProbabilisticActor(net, ["logits"], distribution_class=OneHotCategorical,
+        ...                             return_log_prob=True)
+        >>> with HTSCollector(partial(CountingEnv, max_count=4), policy, num_envs=2,
+        ...                   num_workers=0, frames_per_batch=6, total_frames=12) as collector:
+        ...     for batch in collector:
+        ...         collector.update_policy_weights_()
+        >>> batch["observation"].squeeze(-1).tolist()
+        [[3.0, 0.0, 1.0], [3.0, 0.0, 1.0]]
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Callable[[], EnvBase] | Sequence[Callable[[], EnvBase]],
+        policy: TensorDictModuleBase,
+        *,
+        num_envs: int = 16,
+        num_workers: int = 2,
+        frames_per_batch: int | None = None,
+        sync_interval: int | None = None,
+        total_frames: int = -1,
+        seed: int = 0,
+        device: torch.device | str | None = None,
+        inference_batch_size: int | None = None,
+        exploration_type: ExplorationType = ExplorationType.RANDOM,
+        replica_offset: int = 0,
+        mp_start_method: str = "forkserver",
+    ):
+        super().__init__()
+        self._create_env_fns = _check_env_fns(create_env_fn, num_envs)
+        self.sync_interval = _check_sizes(num_envs, num_workers, frames_per_batch, sync_interval)
+        if total_frames != -1 and total_frames <= 0:
+            raise ValueError(f"total_frames must be -1 (no end) or positive, got {total_frames}")
+        if inference_batch_size is None:
+            inference_batch_size = min(num_envs, 8)
+        if inference_batch_size < 1:
+            raise ValueError(f"inference_batch_size must be >= 1, got {inference_batch_size}")
+        if not callable(policy):
+            raise TypeError(f"policy must be a TensorDict module, got {type(policy).__name__}")
+        if num_workers > 0:
+            _check_picklable(self._create_env_fns)
+        self.num_envs = num_envs
+        self.num_workers = num_workers
+        self.frames_per_batch = self.requested_frames_per_batch = num_envs * self.sync_interval
+        self.total_frames = total_frames
+        self.inference_batch_size = inference_batch_size
+        self.replica_offset = replica_offset
+        self._mp_start_method = mp_start_method
+        self._policy = policy
+        self.device = torch.device(device) if device is not None else _module_device(policy)
+        inference_policy = copy.deepcopy(policy).to(self.device).requires_grad_(False)
+        self._inference_weights = TensorDict.from_module(inference_policy)
+        self._runner_policy = PolicyRunner(
+            inference_policy, device=self.device, exploration_type=exploration_type
+        )
+        self._layout = _Layout.probe(self._create_env_fns[0], self._runner_policy, self)
+        self._seed = seed
+        self._policy_version = 0
+        self._behaviour_version = 0
+        self._staged_weights: TensorDictBase | None = None
+        self._batches_yielded = 0
+        self._episode_counts = torch.zeros(num_envs, dtype=torch.int64)
+        self._noise_states: list[torch.Tensor] | None = None
+        self._engine: CollectionEngine | None = None
+        self._finalizer = None
+
+    # --- TorchRL collector API -------------------------------------------------------------
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        self._start()
+        while self._num_batches is None or self._batches_yielded < self._num_batches:
+            self._runner.wait()
+            finished = self._buffers[self._batches_yielded % 2]
+            self._batches_yielded += 1
+            self._take_up_staged_weights()
+            if self._num_batches is None or self._batches_yielded < self._num_batches:
+                following = self._buffers[self._batches_yielded % 2]
+                self._runner.start(following, self._behaviour_version)
+            yield finished.clone()
+        self.shutdown()
+
+    def update_policy_weights_(
+        self,
+        policy_or_weights: TensorDictBase | nn.Module | dict | None = None,
+        *,
+        weights: TensorDictBase | dict | None = None,
+        policy: nn.Module | None = None,
+        **kwargs,
+    ) -> None:
+        """Send new weights; they are used from the batch after the one being collected.
+
+        With no argument the weights are copied from the ``policy`` given at construction (the
+        learner optimizes that object in place). A module, a TensorDict of weights (as
+        ``TensorDict.from_module`` gives) or a flat state dict may be passed instead.
+        """
+        source = next(
+            (s for s in (policy_or_weights, weights, policy) if s is not None), self._policy
+        )
+        if isinstance(source, nn.Module):
+            staged = TensorDict.from_module(source)
+        elif isinstance(source, TensorDictBase):
+            staged = source
+        else:
+            staged = TensorDict(dict(source)).unflatten_keys(".")
+        self._staged_weights = staged.data.detach().clone()
+        self._policy_version += 1
+
+    @property
+    def policy_version(self) -> int:
+        """How many weight updates have been sent so far."""
+        return self._policy_version
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        if self._engine is not None:
+            raise RuntimeError("HTSCollector.set_seed must be called before the first batch.")
+        self._seed = seed
+        self._noise_states = None
+        return seed
+
+    def state_dict(self) -> OrderedDict:
+        """Seed, versions, batch count, per-replica episode counts and action-noise RNG states.
+
+        Env states are not included: a collector restored from it continues the RNG streams
+        but starts its envs from fresh resets.
+        """
+        generators = self._engine.noise_generators if self._engine is not None else None
+        states = [g.get_state() for g in generators] if generators else self._noise_states
+        counts = self._engine.episode_counts if self._engine is not None else self._episode_counts
+        return OrderedDict(
+            seed=self._seed,
+            policy_version=self._policy_version,
+            behaviour_version=self._behaviour_version,
+            batches_yielded=self._batches_yielded,
+            episode_counts=counts.clone(),
+            noise_generator_states=states,
+        )
+
+    def load_state_dict(self, state_dict: OrderedDict) -> None:
+        if self._engine is not None:
+            raise RuntimeError(
+                "HTSCollector.load_state_dict must be called before the first batch."
+            )
+        self._seed = state_dict["seed"]
+        self._policy_version = state_dict["policy_version"]
+        self._behaviour_version = state_dict["behaviour_version"]
+        self._batches_yielded = state_dict["batches_yielded"]
+        self._episode_counts = state_dict["episode_counts"].clone()
+        self._noise_states = state_dict["noise_generator_states"]
+
+    def shutdown(
+        self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
+    ) -> None:
+        """Stop the collection thread and the worker processes; idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __len__(self) -> int:
+        if self.total_frames > 0:
+            return self._num_batches
+        raise TypeError("An HTSCollector with total_frames=-1 never ends and has no length.")
+
+    def __enter__(self) -> HTSCollector:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"HTSCollector(num_envs={self.num_envs}, num_workers={self.num_workers}, "
+            f"sync_interval={self.sync_interval}, total_frames={self.total_frames}, "
+            f"device={self.device})"
+        )
+
+    # --- internals -------------------------------------------------------------------------
+
+    @property
+    def _num_batches(self) -> int | None:
+        return (
+            None if self.total_frames < 0 else math.ceil(self.total_frames / self.frames_per_batch)
+        )
+
+    def _noise_generators(self) -> list[torch.Generator]:
+        seeds = replica_seeds(
+            self._seed, range(self.replica_offset, self.replica_offset + self.num_envs)
+        )
+        generators = [torch.Generator().manual_seed(noise_seed) for _, noise_seed in seeds]
+        if self._noise_states is not None:
+            for generator, state in zip(generators, self._noise_states):
+                generator.set_state(state)
+        return generators
+
+    def _start(self) -> None:
+        if self._engine is not None:
+            return
+        layout = self._layout
+        env_seeds = [
+            env_seed
+            for env_seed, _ in replica_seeds(
+                self._seed, range(self.replica_offset, self.replica_offset + self.num_envs)
+            )
+        ]
+        slots = layout.slots(self.num_envs)
+        executor_kwargs = dict(
+            create_env_fns=self._create_env_fns,
+            seeds=env_seeds,
+            slots=slots,
+            root_keys=layout.root_keys,
+            action_keys=layout.action_keys,
+        )
+        if self.num_workers == 0:
+            executor = InlineExecutor(**executor_kwargs)
+        else:
+            slots.share_memory_()
+            executor = ProcessExecutor(
+                **executor_kwargs,
+                num_workers=self.num_workers,
+                mp_context=_mp_context(self._mp_start_method),
+            )
+        engine = CollectionEngine(
+            executor=executor,
+            runner=self._runner_policy,
+            slots=slots,
+            root_keys=layout.root_keys,
+            policy_keys=layout.policy_keys,
+            action_keys=layout.action_keys,
+            sync_interval=self.sync_interval,
+            inference_batch_size=self.inference_batch_size,
+            noise_generators=self._noise_generators(),
+            noise_width=layout.noise_width,
+        )
+        engine.episode_counts = self._episode_counts.clone()
+        try:
+            executor.start()
+        except BaseException:
+            executor.close()
+            raise
+        runner = InlineRunner(engine) if self.num_workers == 0 else ThreadRunner(engine)
+        self._finalizer = weakref.finalize(self, _stop, runner, executor)
+        self._engine, self._runner = engine, runner
+        self._buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
+        self._take_up_staged_weights()
+        self._runner.start(self._buffers[self._batches_yielded % 2], self._behaviour_version)
+
+    def _take_up_staged_weights(self) -> None:
+        # Called only while no batch is being collected: between batches, or before the first.
+        if self._staged_weights is not None:
+            self._inference_weights.update_(self._staged_weights)
+            self._staged_weights = None
+            self._behaviour_version = self._policy_version
+
+
+def _stop(runner, executor) -> None:
+    runner.request_stop()
+    executor.close()
+    runner.join()
+
+
+class _Layout:
+    """The keys and shapes of one transition, read off a probe env and a probe policy call."""
+
+    def __init__(
+        self, fake: TensorDictBase, acted: TensorDictBase, root_keys, action_keys, noise_width
+    ):
+        self.fake = fake
+        self.acted = acted
+        self.root_keys = root_keys
+        self.action_keys = action_keys
+        self.policy_keys = [k for k in leaf_keys(acted) if k not in root_keys]
+        self.noise_width = noise_width
+
+    @classmethod
+    def probe(cls, create_env_fn, runner: PolicyRunner, collector: HTSCollector) -> _Layout:
+        env = create_env_fn()
+        try:
+            if env.batch_size != torch.Size([]):
+                raise ValueError(
+                    "HTSCollector steps each replica on its own: create_env_fn must return an env "
+                    f"with an empty batch size, got {tuple(env.batch_size)}. Pass num_envs "
+                    "instead of a batched env."
+                )
+            fake = env.fake_tensordict()
+            action_keys = list(env.action_keys)
+        finally:
+            env.close()
+        root_keys = [
+            k
+            for k in leaf_keys(fake)
+            if not (isinstance(k, tuple) and k[0] == "next")
+            and k != "next"
+            and k not in action_keys
+        ]
+        probe = fake.select(*root_keys).expand(collector.inference_batch_size).clone()
+        width = runner.noise_width(probe)
+        acted = runner(probe.clone(), torch.full((probe.shape[0], width), 0.5))
+        missing = [k for k in action_keys if k not in acted.keys(True, True)]
+        if missing:
+            raise ValueError(
+                f"The policy must write the env's action keys; it did not write {missing}."
+            )
+        return cls(fake, acted[0], root_keys, action_keys, width)
+
+    def slots(self, num_envs: int) -> TensorDictBase:
+        return TensorDict(
+            root=self.fake.select(*self.root_keys).expand(num_envs).clone(),
+            next=self.fake.get("next").expand(num_envs).clone(),
+            action=self.fake.select(*self.action_keys).expand(num_envs).clone(),
+            batch_size=[num_envs],
+        )
+
+    def storage(self, num_envs: int, sync_interval: int) -> TensorDictBase:
+        row = TensorDict()
+        for key in self.root_keys:
+            row.set(key, self.fake.get(key))
+        for key in self.policy_keys:
+            source = self.fake if key in self.action_keys else self.acted
+            row.set(key, torch.zeros_like(source.get(key)))
+        row.set("next", self.fake.get("next"))
+        row.set(("collector", "traj_ids"), torch.zeros((), dtype=torch.int64))
+        row.set("policy_version", torch.zeros((), dtype=torch.int64))
+        return row.expand(num_envs, sync_interval).clone()
+
+
+def _check_env_fns(create_env_fn, num_envs: int) -> list[Callable[[], EnvBase]]:
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if callable(create_env_fn):
+        return [create_env_fn] * num_envs
+    fns = list(create_env_fn)
+    if len(fns) != num_envs or not all(callable(f) for f in fns):
+        raise ValueError(
+            f"create_env_fn must be a callable or a list of num_envs={num_envs} callables, "
+            f"got a list of {len(fns)}"
+        )
+    return fns
+
+
+def _check_sizes(num_envs, num_workers, frames_per_batch, sync_interval) -> int:
+    if num_workers < 0:
+        raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+    if num_workers > 0 and num_envs % num_workers:
+        raise ValueError(
+            f"num_envs={num_envs} is not divisible by num_workers={num_workers}: every worker "
+            "steps the same number of replicas. Choose num_workers among the divisors of num_envs."
+        )
+    if frames_per_batch is None and sync_interval is None:
+        raise ValueError("Give frames_per_batch (= num_envs * sync_interval) or sync_interval.")
+    if sync_interval is None:
+        sync_interval = frames_per_batch // num_envs
+    if sync_interval < 1 or (
+        frames_per_batch is not None and frames_per_batch != num_envs * sync_interval
+    ):
+        raise ValueError(
+            f"frames_per_batch must equal num_envs * sync_interval; got frames_per_batch="
+            f"{frames_per_batch}, num_envs={num_envs}, sync_interval={sync_interval}. "
+            f"For example frames_per_batch={num_envs * max(sync_interval, 1)}."
+        )
+    return sync_interval
+
+
+def _check_picklable(fns) -> None:
+    for fn in {id(f): f for f in fns}.values():
+        try:
+            pickle.dumps(fn)
+        except Exception as error:
+            raise ValueError(
+                f"create_env_fn {fn!r} cannot be pickled, so worker processes cannot build the "
+                "env. Use a module-level function or functools.partial instead of a lambda or "
+                "closure, or num_workers=0."
+            ) from error
+
+
+def _mp_context(method: str):
+    context = mp.get_context(method)
+    if method == "forkserver":
+        # The server imports torch and torchrl once; every worker is then a cheap fork of it.
+        context.set_forkserver_preload(["hts_lightning.collectors._workers"])
+    return context
+
+
+def _module_device(policy) -> torch.device:
+    for tensor in list(policy.parameters()) + list(policy.buffers()):
+        return tensor.device
+    return torch.device("cpu")

@@ -1,0 +1,8 @@
+"""Environment factories: each returns a TorchRL ``EnvBase`` seeded per replica."""
+
+from hts_lightning.envs.atari import make_atari_env
+from hts_lightning.envs.classic import make_gym_env
+from hts_lightning.envs.latency import VariableLatencyEnv
+from hts_lightning.envs.testing import CountingEnv
+
+__all__ = ["CountingEnv", "VariableLatencyEnv", "make_atari_env", "make_gym_env"]

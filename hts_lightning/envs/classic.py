@@ -1,0 +1,32 @@
+"""Classic-control environments (CartPole and friends) through TorchRL's gym bindings."""
+
+from __future__ import annotations
+
+from torchrl.envs import Compose, GymEnv, RewardSum, StepCounter, TransformedEnv
+
+from hts_lightning.envs._registry import check_env_id
+
+__all__ = ["make_gym_env"]
+
+
+def make_gym_env(env_id: str, *, seed: int | None = None) -> TransformedEnv:
+    """A gymnasium environment as a TorchRL env that reports its raw episode return.
+
+    Args:
+        env_id: a registered gymnasium id such as ``"CartPole-v1"``.
+        seed: seeds the env (and so its whole trajectory given the actions). The HTSCollector
+            reseeds every replica from its own seed, so it may be left ``None`` there.
+
+    Returns:
+        A ``TransformedEnv`` with ``StepCounter`` and ``RewardSum`` (``"episode_reward"``).
+
+    Example:
+        >>> env = make_gym_env("CartPole-v1", seed=0)
+        >>> env.rollout(3)["next", "episode_reward"][-1].item()
+        3.0
+    """
+    check_env_id(env_id)
+    env = TransformedEnv(GymEnv(env_id), Compose(StepCounter(), RewardSum()))
+    if seed is not None:
+        env.set_seed(seed)
+    return env
