@@ -18,10 +18,11 @@ _DONE_KEYS = ("done", "terminated", "truncated")
 class CountingEnv(EnvBase):
     """An episode of ``max_count`` steps whose observation is the number of steps taken so far.
 
-    The observation after ``t`` steps of an episode is ``[t]``; the reward of a step is the index
-    of the action taken (so a test can read the actions back from the rewards); the episode
-    terminates when the count reaches ``max_count``. ``max_delay`` adds a uniformly random sleep to
-    every step, drawn from an unseeded RNG: it changes the timing, never the data.
+    The observation after ``t`` steps of an episode is ``[t]``; the reward of a step is the
+    index of the action taken (so a test can read the actions back from the rewards); the
+    episode terminates when the count reaches ``max_count``. ``max_delay`` adds a uniformly
+    random sleep to every step, drawn from an unseeded RNG: it changes the timing, never the
+    data. ``fail_at`` makes the step that reaches that count raise, to exercise error paths.
 
     Example:
         >>> env = CountingEnv(max_count=3)
@@ -30,12 +31,20 @@ class CountingEnv(EnvBase):
         [0.0, 1.0, 2.0, 0.0, 1.0]
     """
 
-    def __init__(self, *, max_count: int = 5, num_actions: int = 2, max_delay: float = 0.0):
+    def __init__(
+        self,
+        *,
+        max_count: int = 5,
+        num_actions: int = 2,
+        max_delay: float = 0.0,
+        fail_at: int | None = None,
+    ):
         super().__init__(batch_size=torch.Size([]))
         if max_count < 1:
             raise ValueError(f"max_count must be >= 1, got {max_count}")
         self.max_count = max_count
         self.max_delay = max_delay
+        self.fail_at = fail_at
         self._timing = random.Random()
         self._count = 0
         self.observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=torch.float32))
@@ -58,6 +67,8 @@ class CountingEnv(EnvBase):
         if self.max_delay > 0:
             time.sleep(self._timing.uniform(0.0, self.max_delay))
         self._count += 1
+        if self.fail_at is not None and self._count >= self.fail_at:
+            raise RuntimeError(f"CountingEnv failing on purpose at count {self._count}")
         terminated = torch.tensor([self._count >= self.max_count])
         action = tensordict["action"].argmax(-1).to(torch.float32)
         return TensorDict(

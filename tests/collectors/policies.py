@@ -1,0 +1,56 @@
+"""Small policies for collector tests."""
+
+from __future__ import annotations
+
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.modules import MLP, ProbabilisticActor
+from torchrl.modules.distributions import OneHotCategorical
+
+
+def sampling_policy(in_features: int = 1, num_actions: int = 2, seed: int = 0):
+    """An MLP actor that samples one-hot actions and reports their log-probabilities."""
+    torch.manual_seed(seed)
+    net = MLP(in_features=in_features, out_features=num_actions, num_cells=[16])
+    module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
+    return ProbabilisticActor(
+        module,
+        in_keys=["logits"],
+        distribution_class=OneHotCategorical,
+        return_log_prob=True,
+    )
+
+
+class _ChooseByBias(nn.Module):
+    """Picks the argmax of a learnable bias: the action is a readable function of the weights."""
+
+    def __init__(self, num_actions: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(num_actions))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        index = self.bias.argmax().expand(observation.shape[:-1])
+        return nn.functional.one_hot(index, self.bias.numel())
+
+
+def weight_readable_policy(num_actions: int = 4):
+    """A deterministic policy whose action index is ``bias.argmax()``."""
+    return TensorDictModule(
+        _ChooseByBias(num_actions), in_keys=["observation"], out_keys=["action"]
+    )
+
+
+def set_choice(policy, choice: int) -> None:
+    """Make ``weight_readable_policy`` choose action ``choice``."""
+    with torch.no_grad():
+        bias = policy.module.bias
+        bias.zero_()
+        bias[choice] = 1.0
+
+
+def perturb(policy, generator: torch.Generator, scale: float = 1.0) -> None:
+    """An 'update' that changes the policy's actions, reproducible from ``generator``."""
+    with torch.no_grad():
+        for parameter in policy.parameters():
+            parameter.add_(scale * torch.randn(parameter.shape, generator=generator))

@@ -1,0 +1,175 @@
+"""Errors reach the consumer fast, bad input fails before any process starts, nothing leaks."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from functools import partial
+
+import pytest
+
+from hts_lightning import CountingEnv, EnvReplicaError, HTSCollector, WorkerDiedError
+from tests.collectors.policies import sampling_policy, weight_readable_policy
+from tests.conftest import shm_entries, worker_processes
+
+
+def _collector(envs, num_workers=2, **kwargs):
+    return HTSCollector(
+        envs,
+        weight_readable_policy(num_actions=2),
+        num_envs=len(envs) if isinstance(envs, list) else 4,
+        num_workers=num_workers,
+        frames_per_batch=kwargs.pop("frames_per_batch", 4 * 16),
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_env_exception_reaches_consumer_with_replica_and_traceback(num_workers):
+    envs = [partial(CountingEnv, max_count=100)] * 4
+    envs[3] = partial(CountingEnv, max_count=100, fail_at=5)
+    collector = _collector(envs, num_workers=num_workers)
+    start = time.monotonic()
+    with pytest.raises(EnvReplicaError) as info:
+        for _ in collector:
+            pass
+    assert time.monotonic() - start < 10
+    assert info.value.replica == 3
+    assert "failing on purpose at count 5" in str(info.value)
+    assert "Traceback" in info.value.env_traceback
+    assert worker_processes() == []
+
+
+def test_env_that_fails_to_build_names_its_replica():
+    envs = [partial(CountingEnv, max_count=0)] * 2  # max_count < 1 raises in the constructor
+    with pytest.raises(ValueError, match="max_count must be >= 1"):
+        _collector(envs)  # the probe env is built before any process starts
+
+
+def test_killed_worker_is_detected_within_ten_seconds():
+    collector = _collector([partial(CountingEnv, max_count=100, max_delay=0.01)] * 4)
+    iterator = iter(collector)
+    next(iterator)
+    workers = worker_processes()
+    assert len(workers) == 2
+    os.kill(workers[1].pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError) as info:
+        for _ in range(100):
+            next(iterator)
+    assert time.monotonic() - start < 10
+    assert info.value.worker == 1 and info.value.replicas == [2, 3]
+    assert info.value.exitcode == -signal.SIGKILL
+    collector.shutdown()
+    assert worker_processes() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(num_envs=6, num_workers=4, frames_per_batch=12), "not divisible by num_workers"),
+        (dict(num_envs=4, num_workers=2, frames_per_batch=10), "num_envs \\* sync_interval"),
+        (dict(num_envs=4, num_workers=2, frames_per_batch=8, sync_interval=4), "must equal"),
+        (dict(num_envs=4, num_workers=-1, frames_per_batch=8), "num_workers must be >= 0"),
+        (dict(num_envs=4, num_workers=2, frames_per_batch=8, total_frames=0), "total_frames"),
+        (dict(num_envs=0, num_workers=0, frames_per_batch=8), "num_envs must be >= 1"),
+    ],
+)
+def test_inconsistent_sizes_fail_before_any_process_starts(kwargs, message):
+    before = worker_processes()
+    with pytest.raises(ValueError, match=message):
+        HTSCollector(partial(CountingEnv), sampling_policy(), **kwargs)
+    assert worker_processes() == before
+
+
+def test_unpicklable_env_factory_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"functools\.partial"):
+        HTSCollector(
+            lambda: CountingEnv(), sampling_policy(), num_envs=2, num_workers=1, frames_per_batch=4
+        )
+    # Serial mode needs no pickling.
+    HTSCollector(
+        lambda: CountingEnv(), sampling_policy(), num_envs=2, num_workers=0, frames_per_batch=4
+    ).shutdown()
+
+
+def test_policy_that_writes_no_action_is_refused():
+    from tensordict.nn import TensorDictModule
+    from torch import nn
+
+    policy = TensorDictModule(nn.Linear(1, 2), in_keys=["observation"], out_keys=["logits"])
+    with pytest.raises(ValueError, match=r"action keys.*\['action'\]"):
+        HTSCollector(partial(CountingEnv), policy, num_envs=2, num_workers=1, frames_per_batch=4)
+
+
+def test_shutdown_leaves_no_process_and_no_shared_memory():
+    shm_before = shm_entries()
+    collector = _collector([partial(CountingEnv, max_count=5)] * 4, total_frames=4 * 16 * 3)
+    iterator = iter(collector)
+    next(iterator)
+    assert len(worker_processes()) == 2
+    collector.shutdown()
+    collector.shutdown()  # idempotent
+    assert worker_processes() == []
+    assert shm_entries() <= shm_before
+
+
+def test_garbage_collection_without_shutdown_cleans_up():
+    shm_before = shm_entries()
+    collector = _collector([partial(CountingEnv, max_count=5)] * 4)
+    iterator = iter(collector)
+    next(iterator)
+    assert len(worker_processes()) == 2
+    del iterator, collector
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while worker_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert worker_processes() == []
+    assert shm_entries() <= shm_before
+
+
+def test_interpreter_exit_without_shutdown_cleans_up(tmp_path):
+    script = tmp_path / "leave.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, sys
+            from functools import partial
+            import psutil
+            from hts_lightning import CountingEnv, HTSCollector
+            from tests.collectors.policies import sampling_policy
+
+            if __name__ == "__main__":
+                collector = HTSCollector(partial(CountingEnv), sampling_policy(), num_envs=4,
+                                         num_workers=2, frames_per_batch=8)
+                next(iter(collector))
+                pids = [p.pid for p in psutil.Process().children(recursive=True)]
+                print(" ".join(map(str, pids)), flush=True)
+                sys.exit(0)  # no shutdown()
+            """
+        )
+    )
+    shm_before = shm_entries()
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    pids = [int(p) for p in result.stdout.split()]
+    assert len(pids) >= 2  # two workers (and the forkserver)
+    deadline = time.monotonic() + 10
+    import psutil
+
+    def alive():
+        return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive() == []
+    assert shm_entries() <= shm_before

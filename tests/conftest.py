@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+import torch
+
+
+def worker_processes() -> list[psutil.Process]:
+    """Live descendants of this process, except multiprocessing's own helpers.
+
+    The forkserver and the resource tracker are started once per interpreter, shared by every
+    collector, and end with it; they are not workers.
+    """
+    alive = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+            helper = "multiprocessing.forkserver" in command or "resource_tracker" in command
+            # Workers forked by the forkserver share its command line but are its children.
+            if helper and child.ppid() == os.getpid():
+                continue
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.fixture(autouse=True)
+def _seed_global_rng():
+    torch.manual_seed(1234)
