@@ -35,3 +35,12 @@ def shm_entries() -> set[str]:
 @pytest.fixture(autouse=True)
 def _seed_global_rng():
     torch.manual_seed(1234)
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,26 @@
+"""The examples in public docstrings run and print what they say."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "hts_lightning.collectors.hts",
+    "hts_lightning.envs.atari",
+    "hts_lightning.envs.classic",
+    "hts_lightning.envs.latency",
+    "hts_lightning.envs.testing",
+    "hts_lightning.models.actor_critic",
+    "hts_lightning.models.nature_cnn",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} has no example"
+    assert result.failed == 0
