@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import math
 import multiprocessing
 import os
 import platform
@@ -40,7 +41,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import tensordict
 import torch
+import torchrl
 from tensordict.nn import TensorDictModuleBase
 from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
 from torchrl.envs import EnvBase, ParallelEnv, SerialEnv
@@ -53,6 +56,10 @@ ALE_NATIVE = "env alone (ale-py AtariVectorEnv, W threads)"
 HTS = "HTSCollector"
 COLLECTOR_NAMES = (HTS, "Collector(ParallelEnv)", "MultiSyncCollector", "MultiAsyncCollector")
 SEED = 0
+# Every collector is endless and stopped by the benchmark after batches + 1 batches. With a finite
+# total_frames, TorchRL's Collector closes its env (joining the ParallelEnv workers) before it
+# yields the last batch, so that batch's time would include the teardown.
+ENDLESS = -1
 
 
 @dataclass(frozen=True)
@@ -94,11 +101,6 @@ class Sizes:
         return self.num_envs * self.sync_interval
 
     @property
-    def total_frames(self) -> int:
-        # The warm-up batch plus the measured ones.
-        return (self.batches + 1) * self.frames_per_batch
-
-    @property
     def main_threads(self) -> int:
         # What TorchRL itself picks for the main process (one core per worker left free).
         return max(1, (os.cpu_count() or 1) - self.num_workers)
@@ -120,9 +122,17 @@ def worker_env_fn(case: EnvCase, sizes: Sizes) -> Callable[[], EnvBase]:
     return partial(SerialEnv, sizes.envs_per_worker, case.make_env)
 
 
-def torchrl_device_kwargs(sizes: Sizes) -> dict[str, str]:
-    # Envs and the yielded batch stay on CPU, as with HTSCollector; only inference moves.
-    return {"policy_device": sizes.device, "env_device": "cpu", "storing_device": "cpu"}
+def torchrl_kwargs(sizes: Sizes) -> dict[str, str | bool]:
+    """Arguments common to the TorchRL collectors."""
+    return {
+        # Envs and the yielded batch stay on CPU, as with HTSCollector; only inference moves.
+        "policy_device": sizes.device,
+        "env_device": "cpu",
+        "storing_device": "cpu",
+        # The actor is feed-forward, yet torchrl 0.14 warns that 0.15 will append an InitTracker
+        # to the env for any module policy; keep the env exactly the one HTSCollector steps.
+        "auto_register_policy_transforms": False,
+    }
 
 
 def build_hts(case: EnvCase, policy: TensorDictModuleBase, sizes: Sizes) -> BaseCollector:
@@ -132,7 +142,7 @@ def build_hts(case: EnvCase, policy: TensorDictModuleBase, sizes: Sizes) -> Base
         num_envs=sizes.num_envs,
         num_workers=sizes.num_workers,
         frames_per_batch=sizes.frames_per_batch,
-        total_frames=sizes.total_frames,
+        total_frames=ENDLESS,
         seed=SEED,
         device=sizes.device,
         inference_batch_size=sizes.inference_batch_size,
@@ -147,14 +157,17 @@ def build_parallel_env_collector(
     # The env's batch size is then [W, num_envs/W]; the collector handles it as is.
     # num_threads pins the main process's thread count (see run_collector).
     env = ParallelEnv(sizes.num_workers, worker_env_fn(case, sizes), num_threads=sizes.main_threads)
-    env.set_seed(SEED)
-    return Collector(
+    collector = Collector(
         env,
         policy,
         frames_per_batch=sizes.frames_per_batch,
-        total_frames=sizes.total_frames,
-        **torchrl_device_kwargs(sizes),
+        total_frames=ENDLESS,
+        **torchrl_kwargs(sizes),
     )
+    # Seeded through the collector: a ParallelEnv seeded before the collector moves it to
+    # env_device warns and re-seeds.
+    collector.set_seed(SEED)
+    return collector
 
 
 def build_multi(
@@ -170,9 +183,9 @@ def build_multi(
         [worker_env_fn(case, sizes)] * sizes.num_workers,
         policy,
         frames_per_batch=sizes.frames_per_batch,
-        total_frames=sizes.total_frames,
+        total_frames=ENDLESS,
         num_threads=sizes.main_threads,
-        **torchrl_device_kwargs(sizes),
+        **torchrl_kwargs(sizes),
     )
     collector.set_seed(SEED)
     return collector
@@ -186,10 +199,21 @@ BUILDERS: dict[str, Callable[[EnvCase, TensorDictModuleBase, Sizes], BaseCollect
 }
 
 
+def warmup_batches(name: str, sizes: Sizes) -> int:
+    """Batches to discard before timing: start-up, first resets, a full pipeline."""
+    if name == "MultiAsyncCollector":
+        # Its W workers start together and collect whole batches each, so their first batches
+        # arrive together: timing from the first one would count the others' head start.
+        return sizes.num_workers
+    # The others collect nothing ahead of the consumer before the first yield (HTSCollector
+    # starts the next batch at the yield, when the clock starts), so one batch is enough.
+    return 1
+
+
 def run_collector(
     name: str, case: EnvCase, policy: TensorDictModuleBase, sizes: Sizes
 ) -> Measurement:
-    """Steady-state frames/s of one collector: batches after the first, consumer doing nothing."""
+    """Steady-state frames/s of one collector: batches after the warm-up, consumer doing nothing."""
     # TorchRL's ParallelEnv and multi-process collectors lower the main process's thread count
     # when they start and raise it again on shutdown, so the order of runs would change the
     # inference speed of the next collector. Pin it to the same value for everyone.
@@ -198,7 +222,8 @@ def run_collector(
     collector = BUILDERS[name](case, copy.deepcopy(policy), sizes)
     try:
         batches = iter(collector)
-        next(batches)  # warm-up: process start-up, first resets, first inference
+        for _ in range(warmup_batches(name, sizes)):
+            next(batches)
         steady = time.perf_counter()
         frames = sum(next(batches).numel() for _ in range(sizes.batches))
         elapsed = time.perf_counter() - steady
@@ -257,9 +282,11 @@ def run_env_alone(case: EnvCase, sizes: Sizes) -> Measurement:
     reports = [results.get() for _ in processes]
     for process in processes:
         process.join()
-    first, last = min(r[0] for r in reports), max(r[1] for r in reports)
+    # The sum of the workers' own rates: what they sustain when nobody ever waits for anybody
+    # (timing to the last one's end would charge the limit with the slowest worker's luck).
+    fps = sum(frames / (end - begin) for begin, end, frames in reports)
     frames = sum(r[2] for r in reports)
-    return Measurement(ENV_ALONE, frames / (last - first), time.perf_counter() - start, frames)
+    return Measurement(ENV_ALONE, fps, time.perf_counter() - start, frames)
 
 
 def run_ale_native(game: str, sizes: Sizes) -> Measurement:
@@ -365,9 +392,6 @@ def machine_info(sizes: Sizes) -> str:
         if torch.cuda.is_available()
         else "none"
     )
-    import tensordict
-    import torchrl
-
     return "\n".join(
         [
             f"- host: {platform.node()} ({platform.platform()})",
@@ -399,8 +423,8 @@ def report(
     settings = (
         f"num_envs={sizes.num_envs}, num_workers={sizes.num_workers}, "
         + ", ".join(f"sync_interval[{k}]={s.sync_interval}" for k, s in sizes_by_env.items())
-        + f", measured batches={sizes.batches} (+1 warm-up), repeats={repeats}, "
-        f"inference_batch_size={sizes.inference_batch_size or 'default'}"
+        + f", measured batches={sizes.batches} (after warm-up: 1 batch, W for MultiAsync), "
+        f"repeats={repeats}, HTS inference_batch_size={sizes.inference_batch_size or 'default'}"
     )
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     return "\n\n".join(
@@ -422,7 +446,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-envs", type=int, help="replicas (default 16; 32 with --full)")
     parser.add_argument("--num-workers", type=int, help="processes (default 2; 8 with --full)")
     parser.add_argument("--sync-interval", type=int, help="steps per replica per batch")
-    parser.add_argument("--batches", type=int, help="measured batches (default 3; 10 with --full)")
+    parser.add_argument(
+        "--batches",
+        type=int,
+        help="measured batches, rounded up to a multiple of W (default 4; 12 with --full)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="rounds; the median is reported")
     parser.add_argument("--inference-batch-size", type=int, help="HTSCollector's; its default")
     parser.add_argument("--full", action="store_true", help="bigger sizes, for a real machine")
@@ -436,11 +464,15 @@ def resolve_sizes(args: argparse.Namespace, case: EnvCase) -> Sizes:
     num_envs = args.num_envs or (max(32, 4 * num_workers) if args.full else 16)
     if num_envs % num_workers:
         raise SystemExit(f"--num-envs ({num_envs}) must be a multiple of --num-workers.")
+    batches = args.batches or (12 if args.full else 4)
+    # A multiple of W, so that MultiAsyncCollector's timed window holds whole rounds of its
+    # workers' batches.
+    batches = math.ceil(batches / num_workers) * num_workers
     return Sizes(
         num_envs=num_envs,
         num_workers=num_workers,
         sync_interval=args.sync_interval or case.sync_interval,
-        batches=args.batches or (10 if args.full else 3),
+        batches=batches,
         device="cuda" if torch.cuda.is_available() else "cpu",
         inference_batch_size=args.inference_batch_size,
     )

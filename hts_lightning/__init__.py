@@ -2,11 +2,15 @@
 
 from hts_lightning.collectors import EnvReplicaError, HTSCollector, WorkerDiedError
 from hts_lightning.envs import CountingEnv, VariableLatencyEnv, make_atari_env, make_gym_env
+from hts_lightning.modules import A2C, PPO, OnPolicyModule
 
 __all__ = [
+    "A2C",
+    "PPO",
     "CountingEnv",
     "EnvReplicaError",
     "HTSCollector",
+    "OnPolicyModule",
     "VariableLatencyEnv",
     "WorkerDiedError",
     "make_atari_env",

@@ -1,5 +1,9 @@
 """The ``hts-rl`` command.
 
+``hts-rl fit --config recipes/<name>.yaml [--model.init_args.lr 1e-4 ...]`` trains with
+LightningCLI (Lightning 2.x has no ``lightning run`` command; this is its replacement):
+``fit``, ``validate`` and ``--print_config`` are LightningCLI's own.
+
 ``hts-rl collect`` runs the HTSCollector with a freshly initialized actor-critic on a gym or
 Atari env and reports throughput and episode returns; it writes a JSON summary under
 ``--output``.
@@ -12,21 +16,17 @@ import json
 import statistics
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import torch
+from lightning import Callback, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI
 
 from hts_lightning.collectors import HTSCollector
-from hts_lightning.envs import make_atari_env, make_gym_env
-from hts_lightning.envs._registry import check_env_id
+from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
-
-
-def env_factory(env_id: str):
-    """A picklable factory for ``env_id``: Atari preprocessing for ALE ids, plain gym otherwise."""
-    check_env_id(env_id)
-    return partial(make_atari_env if env_id.startswith("ALE/") else make_gym_env, env_id)
+from hts_lightning.modules import OnPolicyModule
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -85,10 +85,10 @@ def _collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hts-rl", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    collect = commands.add_parser("collect", help="run the HTSCollector and report throughput")
+def build_collect_parser() -> argparse.ArgumentParser:
+    collect = argparse.ArgumentParser(
+        prog="hts-rl collect", description="Run the HTSCollector and report throughput."
+    )
     collect.add_argument("--env", default="ALE/Pong-v5", help="gymnasium or ALE id")
     collect.add_argument("--num-envs", type=int, default=16)
     collect.add_argument("--num-workers", type=int, default=2)
@@ -96,14 +96,50 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--frames", type=int, default=16 * 128 * 24)
     collect.add_argument("--seed", type=int, default=0)
     collect.add_argument("--output", default="runs", help="folder for the JSON summary")
-    collect.set_defaults(func=_collect)
-    return parser
+    return collect
+
+
+class _ReportWhereResultsAre(Callback):
+    """Say where the logs and the last checkpoint went, so a user need not search."""
+
+    def on_train_end(self, trainer: Trainer, pl_module) -> None:
+        if not trainer.is_global_zero:
+            return
+        if trainer.logger is not None and trainer.log_dir:
+            print(f"Metrics logged under {Path(trainer.log_dir).resolve()}")
+        checkpoint = trainer.checkpoint_callback
+        if checkpoint is not None and checkpoint.last_model_path:
+            print(f"Last checkpoint: {Path(checkpoint.last_model_path).resolve()}")
+
+
+def _fit(argv: list[str] | None) -> int:
+    LightningCLI(
+        OnPolicyModule,
+        subclass_mode_model=True,
+        args=argv,
+        trainer_defaults={
+            "max_epochs": 1,  # one epoch = the module's total_frames
+            "logger": {
+                "class_path": "lightning.pytorch.loggers.CSVLogger",
+                "init_args": {"save_dir": "runs"},
+            },
+            "callbacks": [
+                _ReportWhereResultsAre(),
+                ModelCheckpoint(save_last=True, every_n_train_steps=50),
+            ],
+        },
+        save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
-        return args.func(args)
+        if words[:1] == ["collect"]:
+            return _collect(build_collect_parser().parse_args(words[1:]))
+        return _fit(argv)  # None: LightningCLI reads sys.argv itself
     except ValueError as error:
         print(f"hts-rl: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,37 @@
+"""One entry point from an env id to a picklable replica factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from torchrl.envs import EnvBase
+
+from hts_lightning.envs._registry import check_env_id
+from hts_lightning.envs.atari import make_atari_env
+from hts_lightning.envs.classic import make_gym_env
+from hts_lightning.envs.latency import VariableLatencyEnv
+
+__all__ = ["env_factory"]
+
+LATENCY_ENV_ID = "VariableLatency"
+
+
+def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
+    """A picklable factory for ``env_id``, checked now (before any process starts).
+
+    ``"ALE/..."`` ids get the Atari preprocessing (``make_atari_env``), ``"VariableLatency"``
+    the variable-latency env, any other gymnasium id ``make_gym_env``. ``env_kwargs`` go to the
+    factory (for example ``repeat_action_probability`` for Atari, ``std`` for the latency env).
+
+    Example:
+        >>> make = env_factory("CartPole-v1")
+        >>> make().action_spec.shape
+        torch.Size([2])
+    """
+    if env_id == LATENCY_ENV_ID:
+        VariableLatencyEnv(**env_kwargs)  # validates the arguments here
+        return partial(VariableLatencyEnv, **env_kwargs)
+    check_env_id(env_id)
+    make = make_atari_env if env_id.startswith("ALE/") else make_gym_env
+    return partial(make, env_id, **env_kwargs)

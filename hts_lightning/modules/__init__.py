@@ -1,0 +1,7 @@
+"""Lightning modules: the on-policy skeleton and the algorithms on it."""
+
+from hts_lightning.modules.a2c import A2C
+from hts_lightning.modules.on_policy import OnPolicyModule
+from hts_lightning.modules.ppo import PPO
+
+__all__ = ["A2C", "PPO", "OnPolicyModule"]

@@ -1,0 +1,299 @@
+"""The one on-policy training skeleton: batch -> advantages -> update -> weights back out.
+
+Algorithms subclass :class:`OnPolicyModule` and override :meth:`make_loss` and
+:meth:`update`; collection, advantages, the delayed gradient, weight publication and metrics
+live here once.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import torch
+from lightning import LightningModule
+from tensordict import TensorDict, TensorDictBase
+from torchrl.collectors import BaseCollector
+from torchrl.objectives import LossModule, ValueEstimators
+
+from hts_lightning.collectors.baselines import COLLECTOR_KINDS, make_collector
+from hts_lightning.envs import env_factory
+from hts_lightning.models import make_actor_critic
+
+GradientMode = Literal["delayed", "current"]
+
+
+def explained_variance(value: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """1 - Var(target - value) / Var(target): 1 is a perfect critic, 0 a constant one."""
+    variance = target.var()
+    return 1.0 - (target - value).var() / variance if variance > 0 else torch.zeros(())
+
+
+def num_updates(total_frames: int | None, frames_per_batch: int) -> int | None:
+    """Updates in a run bounded by ``total_frames`` (one per batch); ``None`` when unbounded."""
+    return None if total_frames is None else -(-total_frames // frames_per_batch)
+
+
+class OnPolicyModule(LightningModule):
+    """Shared skeleton of A2C, PPO and ACKTR; the collector is the Trainer's data source.
+
+    Each training step receives one batch ``[num_envs, sync_interval]``, computes advantages
+    with TorchRL's GAE, lets the algorithm :meth:`update` the parameters, and sends the new
+    weights to the collector. With the HTSCollector the next batch is collected meanwhile,
+    with the weights of the previous update: the policy lag is exactly one.
+
+    ``gradient_mode`` names where the gradient is taken:
+
+    - ``"delayed"``: at the behaviour parameters theta_{k-1} that collected batch k (kept as a
+      snapshot per sent version), applied to the current parameters theta_k. Advantages use the
+      behaviour critic. This is HTS-RL's one-step delayed gradient.
+    - ``"current"``: at the current parameters theta_k; the loss corrects for the lag with the
+      importance ratio against the stored behaviour log-probabilities (PPO's clipped ratio).
+
+    Args (keyword-only):
+        env_id: gymnasium / ALE id, or ``"VariableLatency"``.
+        env_kwargs: extra arguments of the env factory.
+        num_envs, num_workers, sync_interval, seed: the collector's.
+        total_frames: env frames to train on (``None``: until the Trainer stops).
+        collector: ``"hts"`` or a TorchRL baseline (``"sync"``, ``"multi_sync"``,
+            ``"multi_async"``), see :func:`hts_lightning.collectors.baselines.make_collector`.
+        hidden_sizes: MLP sizes for vector observations (pixels get the Nature CNN).
+        shared_trunk: one MLP trunk for actor and critic, or two MLPs (vectors only).
+        lr, lr_schedule: Adam learning rate, ``"constant"`` or ``"linear"`` decay to 0 over
+            ``total_frames``.
+        gamma, gae_lambda: GAE.
+        entropy_coef, value_coef, max_grad_norm: loss weights and gradient clipping.
+        normalize_advantage: standardize advantages per batch.
+        gradient_mode: see above.
+        inference_device: where the collector runs the policy (default: CPU).
+    """
+
+    default_gradient_mode: GradientMode = "delayed"
+
+    def __init__(
+        self,
+        *,
+        env_id: str = "CartPole-v1",
+        env_kwargs: dict | None = None,
+        num_envs: int = 16,
+        num_workers: int = 2,
+        sync_interval: int = 128,
+        total_frames: int | None = None,
+        seed: int = 0,
+        collector: str = "hts",
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        shared_trunk: bool = True,
+        lr: float = 3e-4,
+        lr_schedule: Literal["constant", "linear"] = "constant",
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        entropy_coef: float = 0.01,
+        value_coef: float = 0.5,
+        max_grad_norm: float | None = 0.5,
+        normalize_advantage: bool = False,
+        gradient_mode: GradientMode | None = None,
+        inference_device: str | None = None,
+    ):
+        super().__init__()
+        gradient_mode = gradient_mode or self.default_gradient_mode
+        if gradient_mode not in ("delayed", "current"):
+            raise ValueError(f"gradient_mode must be 'delayed' or 'current', got {gradient_mode!r}")
+        if collector not in COLLECTOR_KINDS:
+            raise ValueError(f"collector must be one of {COLLECTOR_KINDS}, got {collector!r}")
+        if lr_schedule not in ("constant", "linear"):
+            raise ValueError(f"lr_schedule must be 'constant' or 'linear', got {lr_schedule!r}")
+        if lr_schedule == "linear" and total_frames is None:
+            raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
+        self.save_hyperparameters()
+        self.gradient_mode = gradient_mode
+        self.create_env = env_factory(env_id, **(env_kwargs or {}))
+        probe = self.create_env()
+        torch.manual_seed(seed)
+        self.model = make_actor_critic(
+            probe.observation_spec,
+            probe.action_spec,
+            hidden_sizes=tuple(hidden_sizes),
+            shared_trunk=shared_trunk,
+        )
+        probe.close()
+        self.actor = self.model.get_policy_operator()
+        self.critic = self.model.get_value_operator()
+        self.loss_module = self.make_loss()
+        self.loss_module.make_value_estimator(ValueEstimators.GAE, gamma=gamma, lmbda=gae_lambda)
+        self.automatic_optimization = False
+        self.frames_per_batch = num_envs * sync_interval
+        self.updates = 0
+        self.frames = 0
+        self.recent_returns: deque[float] = deque(maxlen=20)
+        # Snapshots of the sent parameters by policy version, and the collector: kept out of the
+        # module tree on purpose (not trained, not checkpointed as weights, unseen by DDP).
+        self.__dict__["_behaviour"] = {}
+        self.__dict__["_collector"] = None
+        self._gradient_version = 0
+        self._remember_sent_weights()
+
+    # --- to override -----------------------------------------------------------------------
+
+    def make_loss(self) -> LossModule:
+        """The TorchRL loss of this algorithm over ``self.actor`` and ``self.critic``."""
+        raise NotImplementedError
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        """Change the parameters using ``batch`` (advantages already in it), by calls to
+        :meth:`gradient_step`. Returns detached diagnostics to log under ``train/``."""
+        raise NotImplementedError
+
+    # --- the skeleton ----------------------------------------------------------------------
+
+    def train_dataloader(self) -> BaseCollector:
+        self.__dict__["_collector"] = make_collector(
+            self.hparams.collector,
+            self.create_env,
+            self.actor,
+            num_envs=self.hparams.num_envs,
+            num_workers=self.hparams.num_workers,
+            sync_interval=self.hparams.sync_interval,
+            total_frames=self.hparams.total_frames or -1,
+            seed=self.hparams.seed,
+            device=self.hparams.inference_device,
+        )
+        return self._collector
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.Adam(self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5)
+        total = num_updates(self.hparams.total_frames, self.frames_per_batch)
+        if self.hparams.lr_schedule == "linear":
+            scheduler = torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda update: max(1.0 - update / total, 0.0)
+            )
+            return [optimizer], [scheduler]
+        return optimizer
+
+    def on_train_start(self) -> None:
+        self._started = time.perf_counter()
+        self._last_step_end = self._started
+
+    def training_step(self, batch: TensorDictBase, batch_idx: int) -> None:
+        waited = time.perf_counter() - self._last_step_end
+        start = time.perf_counter()
+        batch = batch.reshape(-1, batch.shape[-1]).to(self.device)
+        behaviour_version = self._behaviour_version(batch)
+        delayed = self.gradient_mode == "delayed" and behaviour_version is not None
+        self._gradient_version = behaviour_version if delayed else self.updates
+        with torch.no_grad(), self.parameters_at(self._gradient_version):
+            self.loss_module.value_estimator(batch)
+        if self.hparams.normalize_advantage:
+            advantage = batch["advantage"]
+            batch["advantage"] = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        diagnostics = self.update(batch)
+        diagnostics["explained_variance"] = explained_variance(
+            batch["state_value"], batch["value_target"]
+        )
+        scheduler = self.lr_schedulers()
+        if scheduler is not None:
+            scheduler.step()
+        self.updates += 1
+        self._remember_sent_weights()
+        if self._collector is not None:
+            self._collector.update_policy_weights_()
+        self._log_step(batch, diagnostics, behaviour_version, waited, start)
+        self._last_step_end = time.perf_counter()
+
+    def gradient_step(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
+        """One optimizer step on ``data``: the loss and its gradient are taken at the parameters
+        of :attr:`gradient_mode` (behaviour or current), the step is applied to the current
+        parameters. Returns the detached loss terms and the gradient norm."""
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        with self.parameters_at(self._gradient_version):
+            losses = self.loss_module(data)
+            total = sum(v for k, v in losses.items() if k.startswith("loss_"))
+            self.manual_backward(total)
+        max_norm = self.hparams.max_grad_norm or float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.loss_module.parameters(), max_norm)
+        optimizer.step()
+        out = {k: v.detach() for k, v in losses.items()}
+        out["grad_norm"] = norm.detach()
+        return out
+
+    @contextmanager
+    def parameters_at(self, version: int) -> Iterator[None]:
+        """Run the block with the parameters of ``version`` in place of the current ones.
+
+        The current values come back on exit, so gradients computed inside are gradients at
+        ``version``'s parameters, stored on the current parameters' ``.grad``.
+        """
+        if version == self.updates:
+            yield
+            return
+        snapshots = self.__dict__["_behaviour"]
+        if version not in snapshots:
+            raise RuntimeError(
+                f"No snapshot of policy version {version} (current {self.updates}): the "
+                "collector ran more than one update behind."
+            )
+        params = TensorDict.from_module(self.loss_module).data
+        current = params.clone()
+        params.update_(snapshots[version])
+        try:
+            yield
+        finally:
+            params.update_(current)
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _behaviour_version(self, batch: TensorDictBase) -> int | None:
+        if "policy_version" not in batch:
+            return None  # a TorchRL baseline: its lag is not recorded
+        versions = batch["policy_version"]
+        low, high = int(versions.min()), int(versions.max())
+        if low != high:
+            raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
+        return low
+
+    def _remember_sent_weights(self) -> None:
+        snapshot = TensorDict.from_module(self.loss_module).data.clone()
+        behaviour = self.__dict__["_behaviour"]
+        behaviour[self.updates] = snapshot
+        for version in [v for v in behaviour if v < self.updates - 1]:
+            del behaviour[version]
+
+    def _log_step(self, batch, diagnostics, behaviour_version, waited, start) -> None:
+        self.frames += batch.numel()
+        done = batch["next", "done"].squeeze(-1)
+        metrics = {f"train/{k}": v.float().mean() for k, v in diagnostics.items()}
+        if done.any():
+            returns = batch["next", "episode_reward"].squeeze(-1)[done]
+            self.recent_returns.extend(returns.tolist())
+            metrics["rollout/episode_return"] = returns.float().mean()
+            if ("next", "step_count") in batch.keys(True):
+                lengths = batch["next", "step_count"].squeeze(-1)[done]
+                metrics["rollout/episode_length"] = lengths.float().mean()
+        if self.recent_returns:
+            metrics["rollout/return_last_20"] = statistics.fmean(self.recent_returns)
+        elapsed = time.perf_counter() - self._started
+        metrics["perf/fps"] = self.frames / max(elapsed, 1e-9)
+        metrics["perf/frames"] = float(self.frames)
+        if behaviour_version is not None:
+            # Updates done before this batch's step, minus the version that collected it.
+            metrics["perf/policy_lag"] = float(self.updates - 1 - behaviour_version)
+        metrics["time/wait_for_batch"] = waited
+        metrics["time/update"] = time.perf_counter() - start
+        metrics["train/lr"] = self.optimizers().param_groups[0]["lr"]
+        self.log_dict(metrics, on_step=True, on_epoch=False)
+        progress = {"frames": float(self.frames), "fps": metrics["perf/fps"]}
+        if "rollout/return_last_20" in metrics:
+            progress["return"] = metrics["rollout/return_last_20"]
+        self.log_dict(progress, prog_bar=True, logger=False, on_step=True, on_epoch=False)
+
+    def on_train_end(self) -> None:
+        if self._collector is not None:
+            self._collector.shutdown()
+
+    def on_exception(self, exception: BaseException) -> None:
+        if self._collector is not None:
+            self._collector.shutdown()

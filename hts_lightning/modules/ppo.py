@@ -1,0 +1,69 @@
+"""PPO on the shared on-policy skeleton, with TorchRL's ClipPPOLoss."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.objectives import ClipPPOLoss, LossModule
+
+from hts_lightning.modules.on_policy import OnPolicyModule
+
+__all__ = ["PPO"]
+
+
+class PPO(OnPolicyModule):
+    """Clipped PPO: ``epochs`` passes of ``minibatches`` gradient steps over each batch.
+
+    The default ``gradient_mode`` is ``"current"``: the loss is evaluated at the current
+    parameters and the clipped importance ratio against the stored behaviour log-probabilities
+    corrects for the one-step lag. ``"delayed"`` takes every minibatch gradient at the
+    behaviour parameters instead.
+
+    Args (keyword-only, beside :class:`OnPolicyModule`'s):
+        clip_epsilon: PPO's ratio clip.
+        epochs: passes over each batch.
+        minibatches: minibatches per pass (the batch's frames must divide evenly).
+
+    Example:
+        >>> from lightning import Trainer
+        >>> module = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=8,
+        ...              total_frames=64, epochs=2, minibatches=2)
+        >>> Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+        ...         enable_progress_bar=False, enable_model_summary=False).fit(module)
+        >>> module.updates, module.global_step
+        (2, 8)
+    """
+
+    default_gradient_mode = "current"
+
+    def __init__(self, *, clip_epsilon: float = 0.2, epochs: int = 4, minibatches: int = 4, **kw):
+        super().__init__(**kw)
+        self.save_hyperparameters()
+        if self.frames_per_batch % minibatches:
+            raise ValueError(
+                f"minibatches={minibatches} must divide num_envs * sync_interval = "
+                f"{self.frames_per_batch}."
+            )
+
+    def make_loss(self) -> LossModule:
+        return ClipPPOLoss(
+            self.actor,
+            self.critic,
+            clip_epsilon=self.hparams.get("clip_epsilon", 0.2),
+            entropy_coeff=self.hparams.entropy_coef,
+            critic_coeff=self.hparams.value_coef,
+            loss_critic_type="l2",
+        )
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        flat = batch.reshape(-1)
+        size = flat.numel() // self.hparams.minibatches
+        generator = torch.Generator().manual_seed(self.hparams.seed * 1_000_003 + self.updates)
+        history: dict[str, list[torch.Tensor]] = {}
+        for _ in range(self.hparams.epochs):
+            order = torch.randperm(flat.numel(), generator=generator).to(flat.device)
+            for start in range(0, flat.numel(), size):
+                losses = self.gradient_step(flat[order[start : start + size]])
+                for key, value in losses.items():
+                    history.setdefault(key, []).append(value.detach().float().mean())
+        return {key: torch.stack(values).mean() for key, values in history.items()}
