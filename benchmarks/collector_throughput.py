@@ -3,7 +3,8 @@
 Every collector gets the same env factory, the same policy (``make_actor_critic``'s actor), the
 same number of env replicas, the same number of worker processes and the same batch size
 (``num_envs * sync_interval`` frames). Throughput is measured in steady state: the first batch
-(process start-up, first resets, first inference) is a warm-up and is not timed. The collectors
+(process start-up, first resets, first inference; W batches for MultiAsyncCollector) is a warm-up
+and is not timed, and the consumer does nothing with the batches. The collectors
 run one after the other in the same invocation, so that they share the machine's load of the
 moment (the machines are shared and noisy: compare ratios, not absolute numbers across runs).
 
@@ -30,8 +31,11 @@ import copy
 import datetime
 import math
 import multiprocessing
+import multiprocessing.queues
+import multiprocessing.synchronize
 import os
 import platform
+import queue
 import shlex
 import statistics
 import sys
@@ -56,7 +60,7 @@ ALE_NATIVE = "env alone (ale-py AtariVectorEnv, W threads)"
 HTS = "HTSCollector"
 COLLECTOR_NAMES = (HTS, "Collector(ParallelEnv)", "MultiSyncCollector", "MultiAsyncCollector")
 SEED = 0
-# Every collector is endless and stopped by the benchmark after batches + 1 batches. With a finite
+# Every collector is endless and stopped by the benchmark after the batches it times. With a finite
 # total_frames, TorchRL's Collector closes its env (joining the ParallelEnv workers) before it
 # yields the last batch, so that batch's time would include the teardown.
 ENDLESS = -1
@@ -70,6 +74,7 @@ class EnvCase:
     make_env: Callable[[], EnvBase]
     sync_interval: int
     ale_game: str | None = None
+    mean_step_s: float | None = None
 
 
 def env_cases() -> dict[str, EnvCase]:
@@ -78,8 +83,8 @@ def env_cases() -> dict[str, EnvCase]:
     latency = partial(VariableLatencyEnv, distribution="lognormal", mean=0.002)
     return {
         "pong": EnvCase("pong", partial(make_atari_env, "ALE/Pong-v5"), 128, ale_game="pong"),
-        "latency-low": EnvCase("latency-low", partial(latency, std=0.0005), 128),
-        "latency-high": EnvCase("latency-high", partial(latency, std=0.01), 128),
+        "latency-low": EnvCase("latency-low", partial(latency, std=0.0005), 128, mean_step_s=0.002),
+        "latency-high": EnvCase("latency-high", partial(latency, std=0.01), 128, mean_step_s=0.002),
     }
 
 
@@ -240,10 +245,11 @@ def _step_randomly(
     seed: int,
     warmup_steps: int,
     steps: int,
-    barrier,
-    results,
+    barrier: multiprocessing.synchronize.Barrier,
+    results: multiprocessing.queues.Queue,
 ) -> None:
-    # The collectors' inner loop without a policy and without storage.
+    # The collectors' inner loop without a policy and without storage. One thread, as TorchRL
+    # gives its env workers (num_sub_threads=1).
     torch.set_num_threads(1)
     env = make_env()
     env.set_seed(seed)
@@ -262,7 +268,7 @@ def run_env_alone(case: EnvCase, sizes: Sizes) -> Measurement:
     """W processes, each stepping its num_envs/W replicas with random actions, never syncing."""
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(sizes.num_workers), context.Queue()
-    start = time.perf_counter()
+    start = time.monotonic()
     processes = [
         context.Process(
             target=_step_randomly,
@@ -279,14 +285,31 @@ def run_env_alone(case: EnvCase, sizes: Sizes) -> Measurement:
     ]
     for process in processes:
         process.start()
-    reports = [results.get() for _ in processes]
-    for process in processes:
-        process.join()
+    try:
+        reports = [_next_report(results, processes) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
     # The sum of the workers' own rates: what they sustain when nobody ever waits for anybody
     # (timing to the last one's end would charge the limit with the slowest worker's luck).
     fps = sum(frames / (end - begin) for begin, end, frames in reports)
     frames = sum(r[2] for r in reports)
-    return Measurement(ENV_ALONE, fps, time.perf_counter() - start, frames)
+    return Measurement(ENV_ALONE, fps, min(r[0] for r in reports) - start, frames)
+
+
+def _next_report(
+    results: multiprocessing.queues.Queue, processes: list[multiprocessing.Process]
+) -> tuple[float, float, int]:
+    # A worker that dies (bad env, out of memory) would otherwise leave us waiting forever.
+    while True:
+        try:
+            return results.get(timeout=1.0)
+        except queue.Empty:
+            failed = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"an env-alone worker exited with code {failed[0]}") from None
 
 
 def run_ale_native(game: str, sizes: Sizes) -> Measurement:
@@ -376,12 +399,20 @@ def markdown_table(results: dict[str, list[Measurement]], sizes_by_env: dict[str
     return "\n".join(lines)
 
 
-def ratio_lines(results: dict[str, list[Measurement]]) -> str:
+def ratio_lines(results: dict[str, list[Measurement]], sizes_by_env: dict[str, Sizes]) -> str:
+    cases = env_cases()
     lines = []
     for env_name, measurements in results.items():
         by_name = {m.collector: m.fps for m in measurements}
         parts = [f"{by_name[HTS] / by_name[name]:.2f}x vs {name}" for name in COLLECTOR_NAMES[1:]]
-        lines.append(f"- {env_name}: HTSCollector is " + ", ".join(parts))
+        line = f"- {env_name}: HTSCollector is " + ", ".join(parts)
+        mean_step_s = cases[env_name].mean_step_s
+        if mean_step_s:
+            # A worker steps its replicas one after the other, so it cannot beat 1 / mean; the
+            # measured env-alone rate scatters around this (heavy-tailed step times).
+            ceiling = sizes_by_env[env_name].num_workers / mean_step_s
+            line += f"; sleep-bound ceiling W / mean step time = {ceiling:.0f} frames/s"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -433,7 +464,7 @@ def report(
             machine_info(sizes),
             f"Command: `{command}`\n\nSettings: {settings}.",
             markdown_table(results, sizes_by_env),
-            ratio_lines(results),
+            ratio_lines(results, sizes_by_env),
         ]
     )
 

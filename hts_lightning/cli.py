@@ -137,6 +137,9 @@ def _fit(argv: list[str] | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     try:
+        if not words or words[:1] in (["-h"], ["--help"]):
+            print(f"usage: hts-rl {{fit,validate,collect}} ...\n\n{__doc__}")
+            return 0
         if words[:1] == ["collect"]:
             return _collect(build_collect_parser().parse_args(words[1:]))
         return _fit(argv)  # None: LightningCLI reads sys.argv itself

@@ -74,4 +74,4 @@ def test_console_script_is_installed():
     executable = shutil.which("hts-rl") or str(Path(__import__("sys").executable).parent / "hts-rl")
     result = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
-    assert "collect" in result.stdout
+    assert "collect" in result.stdout and "hts-rl fit --config" in result.stdout
