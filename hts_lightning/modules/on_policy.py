@@ -149,6 +149,28 @@ class OnPolicyModule(LightningModule):
 
     # --- the skeleton ----------------------------------------------------------------------
 
+    #: Optimizer steps per batch (one update); PPO overrides it.
+    optimizer_steps_per_update: int = 1
+
+    def collection_frames(self) -> int:
+        """Frames to collect: ``total_frames``, else enough batches for ``trainer.max_steps``.
+
+        The collector handed to Lightning must have a length: for an iterable without one,
+        Lightning fetches a batch ahead of the training step, so the weights of update k would
+        reach the collector after batch k+1 is handed out, and the policy lag would become 2.
+        """
+        if self.hparams.total_frames is not None:
+            return self.hparams.total_frames
+        max_steps = self.trainer.max_steps if self._trainer is not None else -1
+        if max_steps is None or max_steps < 0:
+            raise ValueError(
+                "Bound the run: set model total_frames (env frames) or trainer max_steps "
+                "(optimizer steps). An unbounded collector would let Lightning fetch a batch "
+                "ahead and the policy lag would become 2."
+            )
+        updates = -(-max_steps // self.optimizer_steps_per_update)
+        return updates * self.frames_per_batch
+
     def train_dataloader(self) -> BaseCollector:
         self.__dict__["_collector"] = make_collector(
             self.hparams.collector,
@@ -157,7 +179,7 @@ class OnPolicyModule(LightningModule):
             num_envs=self.hparams.num_envs,
             num_workers=self.hparams.num_workers,
             sync_interval=self.hparams.sync_interval,
-            total_frames=self.hparams.total_frames or -1,
+            total_frames=self.collection_frames(),
             seed=self.hparams.seed,
             device=self.hparams.inference_device,
         )

@@ -45,6 +45,10 @@ class PPO(OnPolicyModule):
                 f"{self.frames_per_batch}."
             )
 
+    @property
+    def optimizer_steps_per_update(self) -> int:
+        return self.hparams.epochs * self.hparams.minibatches
+
     def make_loss(self) -> LossModule:
         return ClipPPOLoss(
             self.actor,

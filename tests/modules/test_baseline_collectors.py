@@ -48,3 +48,34 @@ def test_trainer_runs_with_torchrl_baseline_collector(kind, cls):
     assert all("policy_version" not in keys for keys in batches.keys)
     assert any(not torch.equal(b, p) for b, p in zip(before, module.parameters()))
     assert "perf/policy_lag" not in module.trainer.callback_metrics
+
+
+def test_run_bounded_by_max_steps_keeps_lag_one():
+    """Without total_frames the collector is sized from max_steps, so Lightning never fetches
+    a batch ahead of the update (which would make the lag 2)."""
+    module = PPO(
+        env_id="CartPole-v1", num_envs=2, num_workers=1, sync_interval=8, epochs=1, minibatches=2
+    )
+    lags = []
+
+    class _Lag(Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            lags.append(float(trainer.callback_metrics["perf/policy_lag"]))
+
+    Trainer(
+        max_steps=8,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[_Lag()],
+    ).fit(module)
+    assert module.updates == 4 and module.global_step == 8
+    assert lags == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_unbounded_run_is_refused_with_the_fix():
+    module = A2C(env_id="CartPole-v1", num_envs=2, num_workers=1, sync_interval=8)
+    trainer = Trainer(max_epochs=1, logger=False, enable_checkpointing=False)
+    with pytest.raises(ValueError, match="set model total_frames"):
+        trainer.fit(module)

@@ -1,0 +1,179 @@
+"""End-to-end training throughput: the same PPO module and learner fed by each collector.
+
+Every run trains ``hts_lightning.PPO`` through Lightning's Trainer for a few batches; only the
+module's ``collector`` argument changes: ``hts`` (HTSCollector: collection of batch k+1 overlaps
+the update on batch k, lag exactly one), ``sync`` (TorchRL ``Collector`` over a ``ParallelEnv``:
+synchronous at every step, the classic A2C/PPO setup the paper compares against),
+``multi_sync`` (``MultiSyncCollector``) and ``multi_async`` (``MultiAsyncCollector``). Same
+env, model, learner, number of replicas and processes. Throughput is frames per second of wall
+time from the end of the first update (start-up excluded) to the end of the last; the runs are
+side by side in one invocation, so compare ratios, not absolute numbers across runs.
+
+    python benchmarks/training_throughput.py [--envs pong latency-low latency-high]
+        [--batches 6] [--output benchmarks/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+from lightning import Callback, Trainer
+
+from hts_lightning import PPO
+
+COLLECTORS = ("hts", "sync", "multi_sync", "multi_async")
+LABELS = {
+    "hts": "HTSCollector",
+    "sync": "Collector(ParallelEnv)",
+    "multi_sync": "MultiSyncCollector",
+    "multi_async": "MultiAsyncCollector",
+}
+# (env_id, env_kwargs, sync_interval, epochs, minibatches)
+ENVS = {
+    "pong": ("ALE/Pong-v5", {}, 128, 4, 4),
+    "latency-low": (
+        "VariableLatency",
+        {"distribution": "lognormal", "mean": 0.002, "std": 0.0005},
+        32,
+        4,
+        4,
+    ),
+    "latency-high": (
+        "VariableLatency",
+        {"distribution": "lognormal", "mean": 0.002, "std": 0.01},
+        32,
+        4,
+        4,
+    ),
+}
+
+
+class _Clock(Callback):
+    """Wall time and frames from the end of the first update to the end of the last.
+
+    The clock stops the Trainer after ``batches`` timed batches, one batch before the end of
+    ``total_frames``: TorchRL's ``Collector`` tears its ``ParallelEnv`` down before yielding its
+    last batch, which would bill the teardown to that batch.
+    """
+
+    def __init__(self, batches: int):
+        self.batches = batches
+        self.start = None
+        self.frames_at_start = 0
+        self.end = None
+        self.frames = 0
+        self.lags: list[float] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        if self.start is None:
+            self.start, self.frames_at_start = now, module.frames
+            return
+        self.end, self.frames = now, module.frames
+        lag = trainer.callback_metrics.get("perf/policy_lag")
+        if lag is not None:
+            self.lags.append(float(lag))
+        if batch_idx >= self.batches:
+            trainer.should_stop = True
+
+    @property
+    def fps(self) -> float:
+        return (self.frames - self.frames_at_start) / max(self.end - self.start, 1e-9)
+
+
+def run(env: str, collector: str, args: argparse.Namespace) -> tuple[float, str]:
+    env_id, env_kwargs, sync_interval, epochs, minibatches = ENVS[env]
+    sync_interval = args.sync_interval or sync_interval
+    frames_per_batch = args.num_envs * sync_interval
+    module = PPO(
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        num_envs=args.num_envs,
+        num_workers=args.num_workers,
+        sync_interval=sync_interval,
+        total_frames=frames_per_batch * (args.batches + 2),
+        collector=collector,
+        epochs=epochs,
+        minibatches=minibatches,
+        inference_device="cuda" if torch.cuda.is_available() else None,
+    )
+    clock = _Clock(args.batches)
+    Trainer(
+        max_epochs=1,
+        accelerator="auto",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[clock],
+    ).fit(module)
+    lag = f"{min(clock.lags):.0f}-{max(clock.lags):.0f}" if clock.lags else "not recorded"
+    return clock.fps, lag
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
+    parser.add_argument("--collectors", nargs="+", default=list(COLLECTORS), choices=COLLECTORS)
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--sync-interval", type=int, help="default: per env (128 Pong, 32 latency)")
+    parser.add_argument("--batches", type=int, default=5, help="timed batches after the first")
+    parser.add_argument("--output", type=Path, help="append a dated section to this file")
+    args = parser.parse_args(argv)
+    rows = []
+    for env in args.envs:
+        fps = {}
+        for collector in args.collectors:
+            print(f"{env}: {LABELS[collector]} ...", flush=True)
+            fps[collector], lag = run(env, collector, args)
+            rows.append((env, collector, fps[collector], lag))
+            print(f"  {fps[collector]:.0f} frames/s, policy lag {lag}", flush=True)
+        for env_, collector, value, lag in rows:
+            if env_ == env and "hts" in fps:
+                rows[rows.index((env_, collector, value, lag))] = (
+                    env_,
+                    collector,
+                    value,
+                    lag,
+                    fps["hts"] / value,
+                )
+    table = [
+        "| env | collector | frames/s | HTS / this | policy lag |",
+        "| --- | --- | ---: | ---: | --- |",
+    ]
+    for env, collector, value, lag, *ratio in rows:
+        ratio_text = f"{ratio[0]:.2f}x" if ratio else "-"
+        table.append(f"| {env} | {LABELS[collector]} | {value:.0f} | {ratio_text} | {lag} |")
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    section = "\n".join(
+        [
+            f"### Training throughput, {datetime.date.today().isoformat()}",
+            "",
+            f"Machine: {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}),"
+            f" GPU: {gpu}; torch {torch.__version__}.",
+            f"Command: `python {shlex.join(['benchmarks/training_throughput.py', *sys.argv[1:]])}`",
+            f"PPO, {args.num_envs} envs, {args.num_workers} worker processes, "
+            f"{args.batches} timed batches after the first.",
+            "",
+            *table,
+            "",
+        ]
+    )
+    print(section)
+    if args.output:
+        with args.output.open("a") as handle:
+            handle.write("\n" + section)
+
+
+if __name__ == "__main__":
+    main()
