@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -85,17 +86,11 @@ class CollectionEngine:
         root_keys: list,
         policy_keys: list,
         action_keys: list,
-        sync_interval: int,
         inference_batch_size: int,
-        noise_generators: list[torch.Generator],
-        noise_width: int,
     ):
         self.executor = executor
         self.runner = runner
-        self.sync_interval = sync_interval
         self.inference_batch_size = inference_batch_size
-        self.noise_generators = noise_generators
-        self.noise_width = noise_width
         self.root_keys = root_keys
         self.policy_keys = policy_keys
         self.action_keys = action_keys
@@ -103,17 +98,11 @@ class CollectionEngine:
         self._slot_root = [slots["root"].get(k) for k in root_keys]
         self._slot_next = [slots["next"].get(k) for k in self.next_keys]
         self._slot_action = [slots["action"].get(k) for k in action_keys]
-        num_envs = slots.batch_size[0]
-        self.episode_counts = torch.zeros(num_envs, dtype=torch.int64)
 
-    def collect(self, out: TensorDictBase, policy_version: int) -> None:
-        """Collect one batch into ``out`` (batch size [num_envs, sync_interval])."""
+    def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
+        """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
+        only); ``uniform`` ([replicas, sync_interval, noise width]) is the action noise."""
         num_envs, horizon = out.batch_size
-        uniform = None
-        if self.noise_width:
-            uniform = torch.stack(
-                [torch.rand(horizon, self.noise_width, generator=g) for g in self.noise_generators]
-            )
         out_root = [out.get(k) for k in self.root_keys]
         out_policy = [out.get(k) for k in self.policy_keys]
         out_next = [out.get(("next", *_as_tuple(k))) for k in self.next_keys]
@@ -130,8 +119,6 @@ class CollectionEngine:
             step[stepped] += 1
             ready = stepped[step[stepped] < horizon]
             remaining -= int((step[stepped] == horizon).sum())
-        out.get("policy_version").fill_(policy_version)
-        self._set_traj_ids(out)
 
     def _act(self, replicas, step, uniform, out_root, out_policy) -> None:
         size = self.inference_batch_size
@@ -155,16 +142,6 @@ class CollectionEngine:
                 dst[real] = acted.get(key)[:count].to(dst.dtype)
             self.executor.send(chunk)
 
-    def _set_traj_ids(self, out: TensorDictBase) -> None:
-        # Trajectory id = episode number of the replica * num_envs + replica: unique, and a
-        # function of the data alone.
-        num_envs = out.batch_size[0]
-        done = out.get(("next", "done")).reshape(*out.batch_size, -1).any(-1).long()
-        episodes = self.episode_counts[:, None] + done.cumsum(1) - done
-        replica = torch.arange(num_envs)[:, None]
-        out.set(("collector", "traj_ids"), episodes * num_envs + replica)
-        self.episode_counts += done.sum(1)
-
 
 def _as_tuple(key) -> tuple:
     return (key,) if isinstance(key, str) else tuple(key)
@@ -173,16 +150,16 @@ def _as_tuple(key) -> tuple:
 class InlineRunner:
     """Collects a requested batch in the caller's thread when it is waited for (serial mode)."""
 
-    def __init__(self, engine: CollectionEngine):
-        self.engine = engine
+    def __init__(self, collect: Callable[[int], None]):
+        self._collect = collect
         self._request = None
 
-    def start(self, out: TensorDictBase, policy_version: int) -> None:
-        self._request = (out, policy_version)
+    def start(self, index: int) -> None:
+        self._request = index
 
     def wait(self) -> None:
-        request, self._request = self._request, None
-        self.engine.collect(*request)
+        index, self._request = self._request, None
+        self._collect(index)
 
     def request_stop(self) -> None:
         self._request = None
@@ -194,8 +171,8 @@ class InlineRunner:
 class ThreadRunner:
     """Collects each requested batch in a background thread, overlapping the consumer's work."""
 
-    def __init__(self, engine: CollectionEngine):
-        self.engine = engine
+    def __init__(self, collect: Callable[[int], None]):
+        self._collect = collect
         self._requests: queue.Queue = queue.Queue()
         self._results: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
@@ -204,19 +181,19 @@ class ThreadRunner:
 
     def _loop(self) -> None:
         while True:
-            request = self._requests.get()
-            if request is None:
+            index = self._requests.get()
+            if index is None:
                 return
             try:
-                self.engine.collect(*request)
+                self._collect(index)
                 self._results.put(None)
             except BaseException as error:  # handed to the consumer, who raises it
                 if not self._stopping.is_set():
                     self._results.put(error)
                 return
 
-    def start(self, out: TensorDictBase, policy_version: int) -> None:
-        self._requests.put((out, policy_version))
+    def start(self, index: int) -> None:
+        self._requests.put(index)
 
     def wait(self) -> None:
         while True:

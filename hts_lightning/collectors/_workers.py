@@ -10,13 +10,10 @@ carry replica indices, so arrival order never touches the data.
 from __future__ import annotations
 
 import contextlib
-import pickle
 import signal
 import struct
-import time
 import traceback
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import wait as wait_any
 
 import numpy as np
 import torch
@@ -24,10 +21,8 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torchrl.envs import EnvBase
 
-from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
-
-_READY, _STEPPED, _ERROR, _CLOSE = b"R", b"S", b"E", b"C"
-_POLL_SECONDS = 0.5
+from hts_lightning.collectors._pool import CLOSE, READY, STEPPED, WorkerPool, report_error
+from hts_lightning.collectors.errors import EnvReplicaError
 
 
 class _ReplicaStepper:
@@ -77,7 +72,14 @@ class _ReplicaStepper:
         self.envs.clear()
 
 
-def _worker_main(
+def prepare_worker_process() -> None:
+    """Settings every worker process starts with."""
+    # Ctrl-C goes to the whole process group: the parent decides how to stop, not the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+
+
+def _stepping_worker(
     create_env_fns: dict[int, Callable[[], EnvBase]],
     seeds: dict[int, int],
     slots: TensorDictBase,
@@ -85,28 +87,23 @@ def _worker_main(
     action_keys: list[NestedKey],
     conn,
 ) -> None:
-    # Ctrl-C goes to the whole process group: the parent decides how to stop, not the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
+    prepare_worker_process()
     stepper = _ReplicaStepper(slots, root_keys, action_keys)
     try:
         for replica, create_env_fn in create_env_fns.items():
             stepper.add(replica, create_env_fn, seeds[replica])
-        conn.send_bytes(_READY)
+        conn.send_bytes(READY)
         while True:
             message = conn.recv_bytes()
-            if message == _CLOSE:
+            if message == CLOSE:
                 break
             for replica in np.frombuffer(message, dtype=np.int32).tolist():
                 stepper.step(replica)
-                conn.send_bytes(_STEPPED + struct.pack("i", replica))
+                conn.send_bytes(STEPPED + struct.pack("i", replica))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone: nobody is left to tell
     except Exception:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            conn.send_bytes(
-                _ERROR + pickle.dumps((stepper.current_replica, traceback.format_exc()))
-            )
+        report_error(conn, stepper.current_replica, traceback.format_exc())
     finally:
         stepper.close()
         conn.close()
@@ -150,108 +147,29 @@ class ProcessExecutor:
     def __init__(
         self, *, create_env_fns, seeds, slots, root_keys, action_keys, num_workers, mp_context
     ):
-        num_envs = len(create_env_fns)
-        self._blocks = np.array_split(np.arange(num_envs), num_workers)
-        self._owner = np.concatenate(
-            [np.full(len(b), w, dtype=np.int64) for w, b in enumerate(self._blocks)]
-        )
-        self._create_env_fns = create_env_fns
-        self._seeds = seeds
-        self._slots = slots
-        self._keys = (list(root_keys), list(action_keys))
-        self._context = mp_context
-        self._processes = []
-        self._conns = []
-
-    @property
-    def processes(self) -> list:
-        return list(self._processes)
+        blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
+        self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
+        self._pool = WorkerPool(blocks, mp_context)
+        self._args = (create_env_fns, seeds, slots, list(root_keys), list(action_keys))
 
     def start(self, timeout: float = 300.0) -> None:
-        for block in self._blocks:
-            parent, child = self._context.Pipe(duplex=True)
-            fns = {int(i): self._create_env_fns[i] for i in block}
-            seeds = {int(i): self._seeds[i] for i in block}
-            process = self._context.Process(
-                target=_worker_main,
-                args=(fns, seeds, self._slots, *self._keys, child),
-                daemon=True,
-                name=f"hts-worker-{len(self._processes)}",
-            )
-            process.start()
-            child.close()
-            self._processes.append(process)
-            self._conns.append(parent)
-        deadline = time.monotonic() + timeout
-        for worker, conn in enumerate(self._conns):
-            while not conn.poll(_POLL_SECONDS):
-                self._check_alive(worker)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"Collector worker {worker} did not start in {timeout} s")
-            try:
-                self._handle(worker, conn.recv_bytes(), [])
-            except (EOFError, ConnectionResetError):
-                self._processes[worker].join(1.0)
-                self._check_alive(worker)
-                raise
+        create_env_fns, seeds, slots, root_keys, action_keys = self._args
 
-    def _check_alive(self, worker: int) -> None:
-        process = self._processes[worker]
-        if not process.is_alive() and not self._conns[worker].poll():
-            raise WorkerDiedError(worker, self._blocks[worker].tolist(), process.exitcode)
+        def args_of(worker: int) -> tuple:
+            block = self._pool.blocks[worker].tolist()
+            fns = {i: create_env_fns[i] for i in block}
+            return fns, {i: seeds[i] for i in block}, slots, root_keys, action_keys
 
-    def _handle(self, worker: int, message: bytes, stepped: list[int]) -> None:
-        kind = message[:1]
-        if kind == _STEPPED:
-            stepped.append(struct.unpack("i", message[1:])[0])
-        elif kind == _ERROR:
-            replica, env_traceback = pickle.loads(message[1:])
-            raise EnvReplicaError(replica, env_traceback)
+        self._pool.start(_stepping_worker, args_of, timeout)
 
     def send(self, replicas: np.ndarray) -> None:
         owners = self._owner[replicas]
         for worker in np.unique(owners).tolist():
-            ids = replicas[owners == worker].astype(np.int32)
-            try:
-                self._conns[worker].send_bytes(ids.tobytes())
-            except (BrokenPipeError, ConnectionResetError):
-                self._check_alive(worker)
-                raise
+            self._pool.send(worker, replicas[owners == worker].astype(np.int32).tobytes())
 
     def wait_ready(self) -> np.ndarray:
-        stepped: list[int] = []
-        sentinels = {p.sentinel: w for w, p in enumerate(self._processes)}
-        readers = {c: w for w, c in enumerate(self._conns)}
-        while not stepped:
-            for ready in wait_any([*readers, *sentinels], timeout=_POLL_SECONDS):
-                if ready in sentinels:
-                    worker = sentinels[ready]
-                    self._drain(worker, stepped)
-                    self._check_alive(worker)
-                else:
-                    self._drain(readers[ready], stepped)
-        return np.asarray(stepped, dtype=np.int64)
-
-    def _drain(self, worker: int, stepped: list[int]) -> None:
-        conn = self._conns[worker]
-        try:
-            while conn.poll():
-                self._handle(worker, conn.recv_bytes(), stepped)
-        except (EOFError, ConnectionResetError):
-            process = self._processes[worker]
-            process.join(1.0)
-            raise WorkerDiedError(worker, self._blocks[worker].tolist(), process.exitcode) from None
+        messages = self._pool.wait()
+        return np.asarray([struct.unpack("i", m[1:])[0] for _, m in messages], dtype=np.int64)
 
     def close(self, timeout: float = 5.0) -> None:
-        for conn in self._conns:
-            with contextlib.suppress(OSError, ValueError):
-                conn.send_bytes(_CLOSE)
-        deadline = time.monotonic() + timeout
-        for process in self._processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(1.0)
-        for conn in self._conns:
-            conn.close()
-        self._processes, self._conns = [], []
+        self._pool.close(timeout)

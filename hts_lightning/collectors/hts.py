@@ -18,6 +18,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType
 
+from hts_lightning.collectors._collecting import CollectingWorkers
 from hts_lightning.collectors._engine import (
     CollectionEngine,
     InlineRunner,
@@ -72,6 +73,12 @@ class HTSCollector(BaseCollector):
             ``min(num_envs, 8)``).
         exploration_type: ``RANDOM`` samples actions from per-replica noise; other types call
             the policy in that mode.
+        inference: where the policy runs. ``"workers"``: every worker acts for its own replicas
+            with a shared-memory view of the weights (no inference in the learner's process:
+            the choice for CPUs). ``"main"``: one loop in the collector's process acts for all
+            replicas, batched across workers (the choice for a GPU). ``"auto"`` (default):
+            ``"main"`` when ``device`` is a GPU or ``num_workers`` is 0, else ``"workers"``.
+            Batches are bitwise the same either way.
         replica_offset: global index of the first replica, for a shard of a larger set (one
             rank of many): replica seeds depend on the global index.
         mp_start_method: start method of the worker processes.
@@ -107,6 +114,7 @@ class HTSCollector(BaseCollector):
         device: torch.device | str | None = None,
         inference_batch_size: int | None = None,
         exploration_type: ExplorationType = ExplorationType.RANDOM,
+        inference: str = "auto",
         replica_offset: int = 0,
         mp_start_method: str = "forkserver",
     ):
@@ -132,7 +140,11 @@ class HTSCollector(BaseCollector):
         self._mp_start_method = mp_start_method
         self._policy = policy
         self.device = torch.device(device) if device is not None else _module_device(policy)
+        self.inference = _check_inference(inference, self.device, num_workers)
+        self._exploration_type = exploration_type
         inference_policy = copy.deepcopy(policy).to(self.device).requires_grad_(False)
+        if self.inference == "workers":
+            inference_policy.share_memory()  # the workers' view of the weights
         self._inference_weights = TensorDict.from_module(inference_policy)
         self._runner_policy = PolicyRunner(
             inference_policy, device=self.device, exploration_type=exploration_type
@@ -145,7 +157,8 @@ class HTSCollector(BaseCollector):
         self._batches_yielded = 0
         self._episode_counts = torch.zeros(num_envs, dtype=torch.int64)
         self._noise_states: list[torch.Tensor] | None = None
-        self._engine: CollectionEngine | None = None
+        self._noise_generators: list[torch.Generator] | None = None
+        self._started = False
         self._finalizer = None
 
     # --- TorchRL collector API -------------------------------------------------------------
@@ -154,12 +167,13 @@ class HTSCollector(BaseCollector):
         self._start()
         while self._num_batches is None or self._batches_yielded < self._num_batches:
             self._runner.wait()
-            finished = self._buffers[self._batches_yielded % 2]
+            index = self._batches_yielded % 2
+            finished = self._buffers[index]
+            self._finish_batch(finished, self._buffer_versions[index])
             self._batches_yielded += 1
             self._take_up_staged_weights()
             if self._num_batches is None or self._batches_yielded < self._num_batches:
-                following = self._buffers[self._batches_yielded % 2]
-                self._runner.start(following, self._behaviour_version)
+                self._start_batch(self._batches_yielded % 2)
             yield finished.clone()
         self.shutdown()
 
@@ -195,7 +209,7 @@ class HTSCollector(BaseCollector):
         return self._policy_version
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
-        if self._engine is not None:
+        if self._started:
             raise RuntimeError("HTSCollector.set_seed must be called before the first batch.")
         self._seed = seed
         self._noise_states = None
@@ -207,9 +221,9 @@ class HTSCollector(BaseCollector):
         Env states are not included: a collector restored from it continues the RNG streams
         but starts its envs from fresh resets.
         """
-        generators = self._engine.noise_generators if self._engine is not None else None
+        generators = self._noise_generators
         states = [g.get_state() for g in generators] if generators else self._noise_states
-        counts = self._engine.episode_counts if self._engine is not None else self._episode_counts
+        counts = self._episode_counts
         return OrderedDict(
             seed=self._seed,
             policy_version=self._policy_version,
@@ -220,7 +234,7 @@ class HTSCollector(BaseCollector):
         )
 
     def load_state_dict(self, state_dict: OrderedDict) -> None:
-        if self._engine is not None:
+        if self._started:
             raise RuntimeError(
                 "HTSCollector.load_state_dict must be called before the first batch."
             )
@@ -264,7 +278,7 @@ class HTSCollector(BaseCollector):
             None if self.total_frames < 0 else math.ceil(self.total_frames / self.frames_per_batch)
         )
 
-    def _noise_generators(self) -> list[torch.Generator]:
+    def _noise_generators_from_seed(self) -> list[torch.Generator]:
         seeds = replica_seeds(
             self._seed, range(self.replica_offset, self.replica_offset + self.num_envs)
         )
@@ -275,56 +289,101 @@ class HTSCollector(BaseCollector):
         return generators
 
     def _start(self) -> None:
-        if self._engine is not None:
+        if self._started:
             return
+        self._started = True
         layout = self._layout
-        env_seeds = [
-            env_seed
-            for env_seed, _ in replica_seeds(
-                self._seed, range(self.replica_offset, self.replica_offset + self.num_envs)
-            )
+        replicas = range(self.replica_offset, self.replica_offset + self.num_envs)
+        env_seeds = [env_seed for env_seed, _ in replica_seeds(self._seed, replicas)]
+        self._noise_generators = self._noise_generators_from_seed()
+        buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
+        width = layout.noise_width
+        uniforms = [
+            torch.zeros(self.num_envs, self.sync_interval, width) if width else None
+            for _ in range(2)
         ]
-        slots = layout.slots(self.num_envs)
-        executor_kwargs = dict(
-            create_env_fns=self._create_env_fns,
-            seeds=env_seeds,
-            slots=slots,
-            root_keys=layout.root_keys,
-            action_keys=layout.action_keys,
-        )
-        if self.num_workers == 0:
-            executor = InlineExecutor(**executor_kwargs)
-        else:
-            slots.share_memory_()
-            executor = ProcessExecutor(
-                **executor_kwargs,
+        if self.inference == "workers":
+            for buffer, uniform in zip(buffers, uniforms):
+                buffer.share_memory_()
+                if uniform is not None:
+                    uniform.share_memory_()
+            executor = CollectingWorkers(
+                create_env_fns=self._create_env_fns,
+                seeds=env_seeds,
+                layout=layout,
+                policy=self._runner_policy.policy,
+                exploration_type=self._exploration_type,
+                storages=buffers,
+                uniforms=uniforms,
+                inference_batch_size=self.inference_batch_size,
                 num_workers=self.num_workers,
                 mp_context=_mp_context(self._mp_start_method),
             )
-        engine = CollectionEngine(
-            executor=executor,
-            runner=self._runner_policy,
-            slots=slots,
-            root_keys=layout.root_keys,
-            policy_keys=layout.policy_keys,
-            action_keys=layout.action_keys,
-            sync_interval=self.sync_interval,
-            inference_batch_size=self.inference_batch_size,
-            noise_generators=self._noise_generators(),
-            noise_width=layout.noise_width,
-        )
-        engine.episode_counts = self._episode_counts.clone()
+            start, runner = executor.start_workers, executor
+        else:
+            slots = layout.slots(self.num_envs)
+            executor_kwargs = dict(
+                create_env_fns=self._create_env_fns,
+                seeds=env_seeds,
+                slots=slots,
+                root_keys=layout.root_keys,
+                action_keys=layout.action_keys,
+            )
+            if self.num_workers == 0:
+                executor = InlineExecutor(**executor_kwargs)
+            else:
+                slots.share_memory_()
+                executor = ProcessExecutor(
+                    **executor_kwargs,
+                    num_workers=self.num_workers,
+                    mp_context=_mp_context(self._mp_start_method),
+                )
+            engine = CollectionEngine(
+                executor=executor,
+                runner=self._runner_policy,
+                slots=slots,
+                root_keys=layout.root_keys,
+                policy_keys=layout.policy_keys,
+                action_keys=layout.action_keys,
+                inference_batch_size=self.inference_batch_size,
+            )
+
+            def collect(index: int) -> None:  # holds no reference to the collector
+                engine.collect(buffers[index], uniforms[index])
+
+            start = executor.start
+            runner = InlineRunner(collect) if self.num_workers == 0 else None
         try:
-            executor.start()
+            start()
         except BaseException:
             executor.close()
             raise
-        runner = InlineRunner(engine) if self.num_workers == 0 else ThreadRunner(engine)
+        if runner is None:
+            runner = ThreadRunner(collect)
         self._finalizer = weakref.finalize(self, _stop, runner, executor)
-        self._engine, self._runner = engine, runner
-        self._buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
+        self._runner, self._buffers, self._uniforms = runner, buffers, uniforms
+        self._buffer_versions = [0, 0]
         self._take_up_staged_weights()
-        self._runner.start(self._buffers[self._batches_yielded % 2], self._behaviour_version)
+        self._start_batch(self._batches_yielded % 2)
+
+    def _start_batch(self, index: int) -> None:
+        """Draw the batch's action noise, note its policy version, and set it going."""
+        uniform = self._uniforms[index]
+        if uniform is not None:
+            for replica, generator in enumerate(self._noise_generators):
+                uniform[replica] = torch.rand(uniform.shape[1:], generator=generator)
+        self._buffer_versions[index] = self._behaviour_version
+        self._runner.start(index)
+
+    def _finish_batch(self, out: TensorDictBase, policy_version: int) -> None:
+        out.get("policy_version").fill_(policy_version)
+        # Trajectory id = episode number of the replica * num_envs + replica: unique, and a
+        # function of the data alone.
+        done = out.get(("next", "done")).reshape(*out.batch_size, -1).any(-1).long()
+        episodes = self._episode_counts[:, None] + done.cumsum(1) - done
+        replica = torch.arange(self.num_envs)[:, None]
+        out.get(("collector", "traj_ids")).copy_(episodes * self.num_envs + replica)
+        self._episode_counts += done.sum(1)
 
     def _take_up_staged_weights(self) -> None:
         # Called only while no batch is being collected: between batches, or before the first.
@@ -403,6 +462,20 @@ class _Layout:
         row.set(("collector", "traj_ids"), torch.zeros((), dtype=torch.int64))
         row.set("policy_version", torch.zeros((), dtype=torch.int64))
         return row.expand(num_envs, sync_interval).clone()
+
+
+def _check_inference(inference: str, device: torch.device, num_workers: int) -> str:
+    if inference not in ("auto", "main", "workers"):
+        raise ValueError(f"inference must be 'auto', 'main' or 'workers', got {inference!r}")
+    if inference == "workers" and (num_workers == 0 or device.type != "cpu"):
+        raise ValueError(
+            "inference='workers' runs the policy in the worker processes on the CPU: it needs "
+            f"num_workers >= 1 and a CPU device (got num_workers={num_workers}, device={device}). "
+            "Use inference='main' for a GPU."
+        )
+    if inference == "auto":
+        return "workers" if num_workers > 0 and device.type == "cpu" else "main"
+    return inference
 
 
 def _check_env_fns(create_env_fn, num_envs: int) -> list[Callable[[], EnvBase]]:

@@ -12,7 +12,7 @@ from hts_lightning.models import make_actor_critic
 from tests.collectors.policies import perturb, sampling_policy
 
 
-def _run(create_env_fn, policy, *, num_workers, num_envs, sync_interval, batches, seed=0):
+def _run(create_env_fn, policy, *, num_workers, num_envs, sync_interval, batches, seed=0, **kwargs):
     generator = torch.Generator().manual_seed(123)
     out = []
     with HTSCollector(
@@ -23,6 +23,7 @@ def _run(create_env_fn, policy, *, num_workers, num_envs, sync_interval, batches
         frames_per_batch=num_envs * sync_interval,
         total_frames=num_envs * sync_interval * batches,
         seed=seed,
+        **kwargs,
     ) as collector:
         for batch in collector:
             out.append(batch)
@@ -67,6 +68,35 @@ def test_latency_env_identical_across_worker_counts_with_random_step_times():
     }
     _assert_bitwise_equal(runs[0], runs[2])
     _assert_bitwise_equal(runs[0], runs[4])
+
+
+def test_inference_in_workers_or_in_main_process_gives_the_same_batches():
+    env = partial(CountingEnv, max_count=5, max_delay=0.002)
+    runs = [
+        _run(
+            env,
+            sampling_policy(),
+            num_workers=2,
+            num_envs=4,
+            sync_interval=10,
+            batches=3,
+            inference=inference,
+        )
+        for inference in ("workers", "main")
+    ]
+    _assert_bitwise_equal(*runs)
+
+
+def test_inference_in_workers_needs_workers_and_a_cpu():
+    with pytest.raises(ValueError, match="inference='workers'"):
+        HTSCollector(
+            partial(CountingEnv),
+            sampling_policy(),
+            num_envs=2,
+            num_workers=0,
+            frames_per_batch=4,
+            inference="workers",
+        )
 
 
 def test_different_seeds_give_different_batches():

@@ -156,7 +156,8 @@ def test_interpreter_exit_without_shutdown_cleans_up(tmp_path):
         )
     )
     shm_before = shm_entries()
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
     )

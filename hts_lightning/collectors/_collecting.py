@@ -1,0 +1,143 @@
+"""Inference in the workers: each worker process acts for, and steps, its own replicas.
+
+On a CPU-only machine the main process is busy learning; one central inference loop there
+competes with the learner for the GIL and a core. Here every worker runs the same collection
+engine as the serial mode over its block of replicas, with its own view of the policy: the
+parameters live in shared memory and the collector writes new weights into them between
+batches, when no worker is collecting. Results go straight into the shared batch storage
+(rows of the worker's replicas); the pipes carry only "collect into buffer i" and "done".
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+import torch
+
+from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
+from hts_lightning.collectors._pool import CLOSE, DONE, READY, WorkerPool, report_error
+from hts_lightning.collectors._workers import InlineExecutor, prepare_worker_process
+from hts_lightning.collectors.errors import EnvReplicaError
+
+_BATCH = b"B"
+
+
+def _collecting_worker(
+    block: list[int],
+    create_env_fns: list,
+    seeds: list[int],
+    policy,
+    exploration_type,
+    slots,
+    storages: list,
+    uniforms: list,
+    keys: tuple[list, list, list],
+    inference_batch_size: int,
+    conn,
+) -> None:
+    prepare_worker_process()
+    root_keys, policy_keys, action_keys = keys
+    executor = InlineExecutor(
+        create_env_fns=create_env_fns,
+        seeds=seeds,
+        slots=slots,
+        root_keys=root_keys,
+        action_keys=action_keys,
+    )
+    rows = slice(block[0], block[-1] + 1)
+    try:
+        executor.start()
+        engine = CollectionEngine(
+            executor=executor,
+            runner=PolicyRunner(
+                policy, device=torch.device("cpu"), exploration_type=exploration_type
+            ),
+            slots=slots,
+            root_keys=root_keys,
+            policy_keys=policy_keys,
+            action_keys=action_keys,
+            inference_batch_size=inference_batch_size,
+        )
+        conn.send_bytes(READY)
+        while True:
+            message = conn.recv_bytes()
+            if message == CLOSE:
+                break
+            index = message[1]
+            uniform = None if uniforms[index] is None else uniforms[index][rows]
+            engine.collect(storages[index][rows], uniform)
+            conn.send_bytes(DONE)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the parent is gone
+    except EnvReplicaError as error:
+        report_error(conn, block[error.replica], error.env_traceback)
+    except Exception:
+        report_error(conn, None, traceback.format_exc())
+    finally:
+        executor.close()
+        conn.close()
+
+
+class CollectingWorkers:
+    """``num_workers`` processes that each collect their block of every batch."""
+
+    def __init__(
+        self,
+        *,
+        create_env_fns,
+        seeds,
+        layout,
+        policy,
+        exploration_type,
+        storages,
+        uniforms,
+        inference_batch_size: int,
+        num_workers: int,
+        mp_context,
+    ):
+        blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
+        self._pool = WorkerPool(blocks, mp_context)
+        keys = (layout.root_keys, layout.policy_keys, layout.action_keys)
+
+        def args_of(worker: int) -> tuple:
+            block = blocks[worker].tolist()
+            return (
+                block,
+                [create_env_fns[i] for i in block],
+                [seeds[i] for i in block],
+                policy,
+                exploration_type,
+                layout.slots(len(block)),
+                storages,
+                uniforms,
+                keys,
+                inference_batch_size,
+            )
+
+        self._args_of = args_of
+        self._pending: set[int] = set()
+
+    def start_workers(self, timeout: float = 300.0) -> None:
+        self._pool.start(_collecting_worker, self._args_of, timeout)
+
+    # the runner interface of the collector: start(index) / wait()
+    def start(self, index: int) -> None:
+        for worker in range(len(self._pool.blocks)):
+            self._pool.send(worker, _BATCH + bytes([index]))
+        self._pending = set(range(len(self._pool.blocks)))
+
+    def wait(self) -> None:
+        while self._pending:
+            for worker, message in self._pool.wait():
+                if message == DONE:
+                    self._pending.discard(worker)
+
+    def request_stop(self) -> None:
+        self._pending = set()
+
+    def join(self, timeout: float = 5.0) -> None:
+        return None
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._pool.close(timeout)

@@ -1,0 +1,125 @@
+"""Worker processes with pipes: start, message, detect death, close. No data goes through here.
+
+Messages are short byte strings; a worker reports an exception as ``ERROR`` + pickled
+(replica, traceback) and the pool raises it as :class:`EnvReplicaError` in the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import wait as wait_any
+
+import numpy as np
+
+from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
+
+READY, STEPPED, DONE, ERROR, CLOSE = b"R", b"S", b"D", b"E", b"C"
+POLL_SECONDS = 0.5
+
+
+def report_error(conn, replica: int | None, env_traceback: str) -> None:
+    """Called in a worker: tell the parent which replica failed (None: not an env) and how."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+        conn.send_bytes(ERROR + pickle.dumps((replica, env_traceback)))
+
+
+class WorkerPool:
+    """``len(blocks)`` processes; worker w owns the replicas in ``blocks[w]``."""
+
+    def __init__(self, blocks: Sequence[np.ndarray], mp_context):
+        self.blocks = [np.asarray(b) for b in blocks]
+        self._context = mp_context
+        self._processes = []
+        self._conns = []
+
+    def start(self, target: Callable, args_of: Callable[[int], tuple], timeout: float) -> None:
+        """Start every worker as ``target(*args_of(w), conn)`` and wait for each one's READY."""
+        for worker in range(len(self.blocks)):
+            parent, child = self._context.Pipe(duplex=True)
+            process = self._context.Process(
+                target=target,
+                args=(*args_of(worker), child),
+                daemon=True,
+                name=f"hts-worker-{worker}",
+            )
+            process.start()
+            child.close()
+            self._processes.append(process)
+            self._conns.append(parent)
+        deadline = time.monotonic() + timeout
+        for worker, conn in enumerate(self._conns):
+            while not conn.poll(POLL_SECONDS):
+                self._check_alive(worker)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"Collector worker {worker} did not start in {timeout} s")
+            for message in self._drain(worker):
+                self._raise_if_error(message)
+
+    def send(self, worker: int, message: bytes) -> None:
+        try:
+            self._conns[worker].send_bytes(message)
+        except (BrokenPipeError, ConnectionResetError):
+            self._died(worker)
+
+    def wait(self) -> list[tuple[int, bytes]]:
+        """Block until at least one message arrives; return every available (worker, message).
+
+        Raises :class:`EnvReplicaError` for an error report and :class:`WorkerDiedError` for a
+        worker that ended, within ``POLL_SECONDS`` of it happening.
+        """
+        sentinels = {p.sentinel: w for w, p in enumerate(self._processes)}
+        readers = {c: w for w, c in enumerate(self._conns)}
+        received: list[tuple[int, bytes]] = []
+        while not received:
+            for ready in wait_any([*readers, *sentinels], timeout=POLL_SECONDS):
+                worker = sentinels.get(ready, readers.get(ready))
+                messages = self._drain(worker)
+                if ready in sentinels and not messages:
+                    self._died(worker)
+                for message in messages:
+                    self._raise_if_error(message)
+                    received.append((worker, message))
+        return received
+
+    def _drain(self, worker: int) -> list[bytes]:
+        conn, messages = self._conns[worker], []
+        try:
+            while conn.poll():
+                messages.append(conn.recv_bytes())
+        except (EOFError, ConnectionResetError):
+            if not messages:
+                self._died(worker)
+        return messages
+
+    def _raise_if_error(self, message: bytes) -> None:
+        if message[:1] == ERROR:
+            replica, env_traceback = pickle.loads(message[1:])
+            if replica is None:
+                raise RuntimeError(f"A collector worker raised:\n{env_traceback}")
+            raise EnvReplicaError(replica, env_traceback)
+
+    def _check_alive(self, worker: int) -> None:
+        if not self._processes[worker].is_alive() and not self._conns[worker].poll():
+            self._died(worker)
+
+    def _died(self, worker: int) -> None:
+        process = self._processes[worker]
+        process.join(1.0)
+        raise WorkerDiedError(worker, self.blocks[worker].tolist(), process.exitcode)
+
+    def close(self, timeout: float = 5.0) -> None:
+        for conn in self._conns:
+            with contextlib.suppress(OSError, ValueError):
+                conn.send_bytes(CLOSE)
+        deadline = time.monotonic() + timeout
+        for process in self._processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        for conn in self._conns:
+            conn.close()
+        self._processes, self._conns = [], []
