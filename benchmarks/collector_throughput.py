@@ -10,8 +10,9 @@ moment (the machines are shared and noisy: compare ratios, not absolute numbers 
 
 Contenders, all with W worker processes:
 
-- ``HTSCollector``: W processes step the replicas; inference runs in the main process on whichever
-  replicas are ready; one barrier per batch, and batch k+1 is collected while batch k is consumed.
+- ``HTSCollector``: W processes step the replicas; one barrier per batch, and batch k+1 is
+  collected while batch k is consumed. Inference runs in the workers on a CPU-only machine and in
+  the main process (batched over whichever replicas are ready) with a GPU: its ``inference="auto"``.
 - ``Collector(ParallelEnv)``: the classic A2C/PPO vectorized setup, synchronous at every step.
 - ``MultiSyncCollector``: W sub-collectors, each with its own policy copy and envs, synchronized at
   every batch; every yielded batch holds frames from all of them.

@@ -103,7 +103,10 @@ def run(env: str, collector: str, args: argparse.Namespace) -> tuple[float, str]
         collector=collector,
         epochs=epochs,
         minibatches=minibatches,
-        inference_device="cuda" if torch.cuda.is_available() else None,
+        inference_device="cuda"
+        if torch.cuda.is_available() and args.inference != "workers"
+        else None,
+        inference=args.inference,
     )
     clock = _Clock(args.batches)
     Trainer(
@@ -128,6 +131,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-workers", type=int, default=2)
     parser.add_argument("--sync-interval", type=int, help="default: per env (128 Pong, 32 latency)")
     parser.add_argument("--batches", type=int, default=5, help="timed batches after the first")
+    parser.add_argument(
+        "--inference",
+        default="auto",
+        choices=("auto", "workers", "main"),
+        help="HTSCollector's: policy in the workers (CPU) or in the main process (GPU)",
+    )
     parser.add_argument("--output", type=Path, help="append a dated section to this file")
     args = parser.parse_args(argv)
     rows = []
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
             f" GPU: {gpu}; torch {torch.__version__}.",
             f"Command: `python {shlex.join(['benchmarks/training_throughput.py', *sys.argv[1:]])}`",
             f"PPO, {args.num_envs} envs, {args.num_workers} worker processes, "
-            f"{args.batches} timed batches after the first.",
+            f"{args.batches} timed batches after the first, HTS inference: {args.inference}.",
             "",
             *table,
             "",

@@ -31,12 +31,14 @@ def make_collector(
     total_frames: int = -1,
     seed: int = 0,
     device: torch.device | str | None = None,
+    inference: str = "auto",
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
 
     Every kind yields ``num_envs * sync_interval`` frames per batch from the same env factory
     and policy. The TorchRL baselines hold the process count at ``num_workers`` by giving each
-    process a ``SerialEnv`` of ``num_envs / num_workers`` replicas.
+    process a ``SerialEnv`` of ``num_envs / num_workers`` replicas. ``inference`` is the
+    HTSCollector's (where its policy runs).
     """
     if kind not in COLLECTOR_KINDS:
         raise ValueError(f"Unknown collector kind {kind!r}; choose one of {COLLECTOR_KINDS}.")
@@ -51,6 +53,7 @@ def make_collector(
             total_frames=total_frames,
             seed=seed,
             device=device,
+            inference=inference,
         )
     workers = max(num_workers, 1)
     if num_envs % workers:

@@ -70,6 +70,7 @@ class OnPolicyModule(LightningModule):
         normalize_advantage: standardize advantages per batch.
         gradient_mode: see above.
         inference_device: where the collector runs the policy (default: CPU).
+        inference: the HTSCollector's ``inference`` (``"auto"``, ``"workers"``, ``"main"``).
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -97,6 +98,7 @@ class OnPolicyModule(LightningModule):
         normalize_advantage: bool = False,
         gradient_mode: GradientMode | None = None,
         inference_device: str | None = None,
+        inference: str = "auto",
     ):
         super().__init__()
         gradient_mode = gradient_mode or self.default_gradient_mode
@@ -182,6 +184,7 @@ class OnPolicyModule(LightningModule):
             total_frames=self.collection_frames(),
             seed=self.hparams.seed,
             device=self.hparams.inference_device,
+            inference=self.hparams.inference,
         )
         return self._collector
 
