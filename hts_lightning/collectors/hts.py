@@ -68,7 +68,8 @@ class HTSCollector(BaseCollector):
             ``frames_per_batch`` when omitted.
         total_frames: frames to collect, -1 for no end.
         seed: the seed of every replica's env and action noise.
-        device: where inference runs (default: the policy's device).
+        device: where inference runs (default: the policy's device; the CPU for
+            ``inference="workers"``).
         inference_batch_size: the fixed number of rows of every inference call (default
             ``min(num_envs, 8)``).
         exploration_type: ``RANDOM`` samples actions from per-replica noise; other types call
@@ -139,7 +140,10 @@ class HTSCollector(BaseCollector):
         self.replica_offset = replica_offset
         self._mp_start_method = mp_start_method
         self._policy = policy
-        self.device = torch.device(device) if device is not None else _module_device(policy)
+        if device is None:
+            # Worker inference is CPU inference, wherever the learner's copy lives.
+            device = "cpu" if inference == "workers" else _module_device(policy)
+        self.device = torch.device(device)
         self.inference = _check_inference(inference, self.device, num_workers)
         self._exploration_type = exploration_type
         inference_policy = copy.deepcopy(policy).to(self.device).requires_grad_(False)

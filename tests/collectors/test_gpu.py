@@ -53,3 +53,22 @@ def test_cuda_inference_is_identical_across_worker_counts():
     assert actions.sum(-1).eq(1).all()
     assert torch.isfinite(serial["action_log_prob"]).all()
     assert serial["policy_version"][:, 0, 0].tolist() == [0, 0]
+
+
+def test_worker_inference_runs_on_the_cpu_for_a_cuda_policy():
+    env = partial(make_atari_env, "ALE/Pong-v5")
+    probe = env()
+    policy = _pong_policy(probe)
+    probe.close()
+    with HTSCollector(
+        env,
+        policy,
+        num_envs=4,
+        num_workers=2,
+        frames_per_batch=4 * 16,
+        total_frames=4 * 16,
+        inference="workers",
+    ) as collector:
+        assert collector.device.type == "cpu"
+        batch = next(iter(collector))
+    assert batch["action"].sum(-1).eq(1).all()
