@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
-from hts_lightning.collectors._pool import CLOSE, DONE, READY, WorkerPool, report_error
+from hts_lightning.collectors._pool import DONE, READY, WorkerPool, receive, report_error, send
 from hts_lightning.collectors._workers import InlineExecutor, prepare_worker_process
 from hts_lightning.collectors.errors import EnvReplicaError
 
@@ -34,6 +34,7 @@ def _collecting_worker(
     uniforms: list,
     keys: tuple[list, list, list],
     inference_batch_size: int,
+    stop_flag: torch.Tensor,
     conn,
 ) -> None:
     prepare_worker_process()
@@ -58,18 +59,14 @@ def _collecting_worker(
             policy_keys=policy_keys,
             action_keys=action_keys,
             inference_batch_size=inference_batch_size,
+            should_stop=lambda: bool(stop_flag[0]),
         )
-        conn.send_bytes(READY)
-        while True:
-            message = conn.recv_bytes()
-            if message == CLOSE:
-                break
+        running = send(conn, READY)
+        while running and (message := receive(conn)) is not None:
             index = message[1]
             uniform = None if uniforms[index] is None else uniforms[index][rows]
             engine.collect(storages[index][rows], uniform)
-            conn.send_bytes(DONE)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the parent is gone
+            running = send(conn, DONE)
     except EnvReplicaError as error:
         report_error(conn, block[error.replica], error.env_traceback)
     except Exception:
@@ -99,6 +96,9 @@ class CollectingWorkers:
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._pool = WorkerPool(blocks, mp_context)
         keys = (layout.root_keys, layout.policy_keys, layout.action_keys)
+        # Set by stop_workers: a worker abandons the batch in flight and reads its CLOSE, so
+        # its envs are closed properly instead of the process being killed mid-batch.
+        self._stop_flag = torch.zeros(1, dtype=torch.bool).share_memory_()
 
         def args_of(worker: int) -> tuple:
             block = blocks[worker].tolist()
@@ -113,6 +113,7 @@ class CollectingWorkers:
                 uniforms,
                 keys,
                 inference_batch_size,
+                self._stop_flag,
             )
 
         self._args_of = args_of
@@ -139,5 +140,10 @@ class CollectingWorkers:
     def join(self, timeout: float = 5.0) -> None:
         return None
 
+    def stop_workers(self, timeout: float = 5.0) -> None:
+        self._stop_flag.fill_(True)
+        self._pool.stop(timeout)
+
     def close(self, timeout: float = 5.0) -> None:
+        self.stop_workers(timeout)
         self._pool.close(timeout)

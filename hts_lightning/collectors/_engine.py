@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import ProbabilisticTensorDictSequential
+from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
@@ -51,6 +51,15 @@ class PolicyRunner:
                 )
             self.sample_key = head.dist_sample_keys[0]
             self.log_prob_key = head.log_prob_key if head.return_log_prob else None
+        elif exploration_type == ExplorationType.RANDOM and any(
+            isinstance(m, ProbabilisticTensorDictModule) for m in policy.modules()
+        ):
+            raise ValueError(
+                "The policy samples inside a nested module, from the global RNG: actions would "
+                "depend on worker count and timing. Pass the ProbabilisticActor (a "
+                "ProbabilisticTensorDictSequential) itself as the policy, with any preprocessing "
+                "inside it, so that HTSCollector samples from per-replica noise."
+            )
 
     def noise_width(self, probe: TensorDictBase) -> int:
         """Uniforms per row this policy needs (0 for a policy that does not sample here)."""
@@ -87,8 +96,10 @@ class CollectionEngine:
         policy_keys: list,
         action_keys: list,
         inference_batch_size: int,
+        should_stop: Callable[[], bool] | None = None,
     ):
         self.executor = executor
+        self.should_stop = should_stop or (lambda: False)
         self.runner = runner
         self.inference_batch_size = inference_batch_size
         self.root_keys = root_keys
@@ -109,7 +120,7 @@ class CollectionEngine:
         step = np.zeros(num_envs, dtype=np.int64)
         ready = np.arange(num_envs)
         remaining = num_envs
-        while remaining:
+        while remaining and not self.should_stop():
             if ready.size:
                 self._act(ready, step, uniform, out_root, out_policy)
             stepped = self.executor.wait_ready()

@@ -20,6 +20,24 @@ READY, STEPPED, DONE, ERROR, CLOSE = b"R", b"S", b"D", b"E", b"C"
 POLL_SECONDS = 0.5
 
 
+def receive(conn) -> bytes | None:
+    """Called in a worker: the next message, or None once the parent is gone or says CLOSE."""
+    try:
+        message = conn.recv_bytes()
+    except (EOFError, OSError):
+        return None
+    return None if message == CLOSE else message
+
+
+def send(conn, message: bytes) -> bool:
+    """Called in a worker: False once the parent is gone."""
+    try:
+        conn.send_bytes(message)
+    except OSError:
+        return False
+    return True
+
+
 def report_error(conn, replica: int | None, env_traceback: str) -> None:
     """Called in a worker: tell the parent which replica failed (None: not an env) and how."""
     with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
@@ -110,7 +128,12 @@ class WorkerPool:
         process.join(1.0)
         raise WorkerDiedError(worker, self.blocks[worker].tolist(), process.exitcode)
 
-    def close(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask every worker to close its envs and end; kill those still alive after ``timeout``.
+
+        The pipes stay open, so a thread still waiting on them sees the workers end instead of
+        reading a closed (or reused) file descriptor.
+        """
         for conn in self._conns:
             with contextlib.suppress(OSError, ValueError):
                 conn.send_bytes(CLOSE)
@@ -120,6 +143,9 @@ class WorkerPool:
             if process.is_alive():
                 process.kill()
                 process.join(1.0)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.stop(timeout)
         for conn in self._conns:
             conn.close()
         self._processes, self._conns = [], []

@@ -21,7 +21,14 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torchrl.envs import EnvBase
 
-from hts_lightning.collectors._pool import CLOSE, READY, STEPPED, WorkerPool, report_error
+from hts_lightning.collectors._pool import (
+    READY,
+    STEPPED,
+    WorkerPool,
+    receive,
+    report_error,
+    send,
+)
 from hts_lightning.collectors.errors import EnvReplicaError
 
 
@@ -92,17 +99,12 @@ def _stepping_worker(
     try:
         for replica, create_env_fn in create_env_fns.items():
             stepper.add(replica, create_env_fn, seeds[replica])
-        conn.send_bytes(READY)
-        while True:
-            message = conn.recv_bytes()
-            if message == CLOSE:
-                break
+        running = send(conn, READY)
+        while running and (message := receive(conn)) is not None:
             for replica in np.frombuffer(message, dtype=np.int32).tolist():
                 stepper.step(replica)
-                conn.send_bytes(STEPPED + struct.pack("i", replica))
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the parent is gone: nobody is left to tell
-    except Exception:
+                running = send(conn, STEPPED + struct.pack("i", replica))
+    except Exception:  # the env's own errors, whatever their type, go to the parent
         report_error(conn, stepper.current_replica, traceback.format_exc())
     finally:
         stepper.close()
@@ -137,6 +139,9 @@ class InlineExecutor:
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
         return np.asarray(stepped, dtype=np.int64)
 
+    def stop_workers(self, timeout: float = 5.0) -> None:
+        return None
+
     def close(self, timeout: float = 5.0) -> None:
         self._stepper.close()
 
@@ -170,6 +175,9 @@ class ProcessExecutor:
     def wait_ready(self) -> np.ndarray:
         messages = self._pool.wait()
         return np.asarray([struct.unpack("i", m[1:])[0] for _, m in messages], dtype=np.int64)
+
+    def stop_workers(self, timeout: float = 5.0) -> None:
+        self._pool.stop(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         self._pool.close(timeout)

@@ -79,7 +79,8 @@ class HTSCollector(BaseCollector):
             the choice for CPUs). ``"main"``: one loop in the collector's process acts for all
             replicas, batched across workers (the choice for a GPU). ``"auto"`` (default):
             ``"main"`` when ``device`` is a GPU or ``num_workers`` is 0, else ``"workers"``.
-            Batches are bitwise the same either way.
+            On the CPU both give bitwise-identical batches (tested; it relies on the kernels
+            giving the same rows whatever the thread count, checked for the models here).
         replica_offset: global index of the first replica, for a shard of a larger set (one
             rank of many): replica seeds depend on the global index.
         mp_start_method: start method of the worker processes.
@@ -168,6 +169,10 @@ class HTSCollector(BaseCollector):
     # --- TorchRL collector API -------------------------------------------------------------
 
     def iterator(self) -> Iterator[TensorDictBase]:
+        if self._num_batches is not None and self._batches_yielded >= self._num_batches:
+            return  # a finished collector yields nothing more
+        if self._finalizer is not None and not self._finalizer.alive:
+            raise RuntimeError("This HTSCollector was shut down; create a new one.")
         self._start()
         while self._num_batches is None or self._batches_yielded < self._num_batches:
             self._runner.wait()
@@ -222,11 +227,11 @@ class HTSCollector(BaseCollector):
     def state_dict(self) -> OrderedDict:
         """Seed, versions, batch count, per-replica episode counts and action-noise RNG states.
 
-        Env states are not included: a collector restored from it continues the RNG streams
-        but starts its envs from fresh resets.
+        The noise states are those before the batch in flight, so a restored collector draws
+        that batch's noise again. Neither the weights nor the env states are included: a
+        restored collector acts with the weights it is given and starts its envs from resets.
         """
-        generators = self._noise_generators
-        states = [g.get_state() for g in generators] if generators else self._noise_states
+        states = self._noise_states
         counts = self._episode_counts
         return OrderedDict(
             seed=self._seed,
@@ -295,7 +300,6 @@ class HTSCollector(BaseCollector):
     def _start(self) -> None:
         if self._started:
             return
-        self._started = True
         layout = self._layout
         replicas = range(self.replica_offset, self.replica_offset + self.num_envs)
         env_seeds = [env_seed for env_seed, _ in replica_seeds(self._seed, replicas)]
@@ -367,12 +371,15 @@ class HTSCollector(BaseCollector):
         self._finalizer = weakref.finalize(self, _stop, runner, executor)
         self._runner, self._buffers, self._uniforms = runner, buffers, uniforms
         self._buffer_versions = [0, 0]
+        self._started = True
         self._take_up_staged_weights()
         self._start_batch(self._batches_yielded % 2)
 
     def _start_batch(self, index: int) -> None:
         """Draw the batch's action noise, note its policy version, and set it going."""
         uniform = self._uniforms[index]
+        # What a restored collector needs to draw the noise of the batch now starting.
+        self._noise_states = [g.get_state() for g in self._noise_generators]
         if uniform is not None:
             for replica, generator in enumerate(self._noise_generators):
                 uniform[replica] = torch.rand(uniform.shape[1:], generator=generator)
@@ -398,9 +405,12 @@ class HTSCollector(BaseCollector):
 
 
 def _stop(runner, executor) -> None:
+    # Workers end first (the collection thread, if any, then sees them gone), the thread is
+    # joined, and only then are the pipes closed under it.
     runner.request_stop()
-    executor.close()
+    executor.stop_workers()
     runner.join()
+    executor.close()
 
 
 class _Layout:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from torchrl.envs import EnvBase
+from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from hts_lightning.envs._registry import check_env_id
 from hts_lightning.envs.atari import make_atari_env
@@ -17,12 +17,18 @@ __all__ = ["env_factory"]
 LATENCY_ENV_ID = "VariableLatency"
 
 
+def make_latency_env(**env_kwargs) -> TransformedEnv:
+    """``VariableLatencyEnv`` that reports ``"episode_reward"`` and ``"step_count"``."""
+    return TransformedEnv(VariableLatencyEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
+
+
 def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
     """A picklable factory for ``env_id``, checked now (before any process starts).
 
     ``"ALE/..."`` ids get the Atari preprocessing (``make_atari_env``), ``"VariableLatency"``
-    the variable-latency env, any other gymnasium id ``make_gym_env``. ``env_kwargs`` go to the
-    factory (for example ``repeat_action_probability`` for Atari, ``std`` for the latency env).
+    the variable-latency env, any other gymnasium id ``make_gym_env``; each reports the raw
+    ``"episode_reward"`` and ``"step_count"`` that the training modules log. ``env_kwargs``
+    go to the factory (e.g. ``repeat_action_probability`` for Atari, ``std`` for latency).
 
     Example:
         >>> make = env_factory("CartPole-v1")
@@ -31,7 +37,7 @@ def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
     """
     if env_id == LATENCY_ENV_ID:
         VariableLatencyEnv(**env_kwargs)  # validates the arguments here
-        return partial(VariableLatencyEnv, **env_kwargs)
+        return partial(make_latency_env, **env_kwargs)
     check_env_id(env_id)
     make = make_atari_env if env_id.startswith("ALE/") else make_gym_env
     return partial(make, env_id, **env_kwargs)

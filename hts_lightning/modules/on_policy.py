@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from typing import Literal
 
 import torch
-from lightning import LightningModule
-from tensordict import TensorDict, TensorDictBase
+from lightning import Callback, LightningModule
+from tensordict import TensorDictBase
 from torchrl.collectors import BaseCollector
 from torchrl.objectives import LossModule, ValueEstimators
 
@@ -25,6 +25,12 @@ from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
 
 GradientMode = Literal["delayed", "current"]
+
+
+@torch.no_grad()
+def _copy_into(parameters: dict[str, torch.nn.Parameter], values: dict[str, torch.Tensor]) -> None:
+    for name, parameter in parameters.items():
+        parameter.copy_(values[name])
 
 
 def explained_variance(value: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -51,8 +57,12 @@ class OnPolicyModule(LightningModule):
     - ``"delayed"``: at the behaviour parameters theta_{k-1} that collected batch k (kept as a
       snapshot per sent version), applied to the current parameters theta_k. Advantages use the
       behaviour critic. This is HTS-RL's one-step delayed gradient.
-    - ``"current"``: at the current parameters theta_k; the loss corrects for the lag with the
-      importance ratio against the stored behaviour log-probabilities (PPO's clipped ratio).
+    - ``"current"``: at the current parameters theta_k. PPO's loss corrects for the lag with
+      the clipped importance ratio against the stored behaviour log-probabilities; A2C's loss
+      has no such correction (an ablation: the plain policy gradient at stale data).
+
+    With ``"delayed"`` PPO evaluates every epoch at theta_{k-1}, where the ratio is 1: its
+    clipping never engages, and its epochs are plain gradient steps at one point.
 
     Args (keyword-only):
         env_id: gymnasium / ALE id, or ``"VariableLatency"``.
@@ -136,6 +146,7 @@ class OnPolicyModule(LightningModule):
         self.__dict__["_behaviour"] = {}
         self.__dict__["_collector"] = None
         self._gradient_version = 0
+        self._version_offset = 0
         self._remember_sent_weights()
 
     # --- to override -----------------------------------------------------------------------
@@ -174,6 +185,12 @@ class OnPolicyModule(LightningModule):
         return updates * self.frames_per_batch
 
     def train_dataloader(self) -> BaseCollector:
+        # A new collector counts policy versions from 0 with the weights it is given now (the
+        # restored ones after a resume, the trained ones on a second fit): map its versions onto
+        # our update count and keep only the snapshot of these weights.
+        self._version_offset = self.updates
+        self.__dict__["_behaviour"] = {}
+        self._remember_sent_weights()
         self.__dict__["_collector"] = make_collector(
             self.hparams.collector,
             self.create_env,
@@ -261,13 +278,13 @@ class OnPolicyModule(LightningModule):
                 f"No snapshot of policy version {version} (current {self.updates}): the "
                 "collector ran more than one update behind."
             )
-        params = TensorDict.from_module(self.loss_module).data
-        current = params.clone()
-        params.update_(snapshots[version])
+        parameters = dict(self.loss_module.named_parameters())
+        current = {name: p.detach().clone() for name, p in parameters.items()}
+        _copy_into(parameters, snapshots[version])
         try:
             yield
         finally:
-            params.update_(current)
+            _copy_into(parameters, current)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -278,10 +295,10 @@ class OnPolicyModule(LightningModule):
         low, high = int(versions.min()), int(versions.max())
         if low != high:
             raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
-        return low
+        return low + self._version_offset
 
     def _remember_sent_weights(self) -> None:
-        snapshot = TensorDict.from_module(self.loss_module).data.clone()
+        snapshot = {n: p.detach().clone() for n, p in self.loss_module.named_parameters()}
         behaviour = self.__dict__["_behaviour"]
         behaviour[self.updates] = snapshot
         for version in [v for v in behaviour if v < self.updates - 1]:
@@ -291,7 +308,7 @@ class OnPolicyModule(LightningModule):
         self.frames += batch.numel()
         done = batch["next", "done"].squeeze(-1)
         metrics = {f"train/{k}": v.float().mean() for k, v in diagnostics.items()}
-        if done.any():
+        if done.any() and ("next", "episode_reward") in batch.keys(True):
             returns = batch["next", "episode_reward"].squeeze(-1)[done]
             self.recent_returns.extend(returns.tolist())
             metrics["rollout/episode_return"] = returns.float().mean()
@@ -315,10 +332,23 @@ class OnPolicyModule(LightningModule):
             progress["return"] = metrics["rollout/return_last_20"]
         self.log_dict(progress, prog_bar=True, logger=False, on_step=True, on_epoch=False)
 
-    def on_train_end(self) -> None:
-        if self._collector is not None:
-            self._collector.shutdown()
+    def configure_callbacks(self) -> list[Callback]:
+        return [_ShutDownCollector()]
 
-    def on_exception(self, exception: BaseException) -> None:
-        if self._collector is not None:
-            self._collector.shutdown()
+
+class _ShutDownCollector(Callback):
+    """Stops the collector's workers at the end of training and on any exception.
+
+    A callback because Lightning calls ``on_exception`` on callbacks, not on the module.
+    """
+
+    def on_train_end(self, trainer, module: OnPolicyModule) -> None:
+        self._shut_down(module)
+
+    def on_exception(self, trainer, module: OnPolicyModule, exception: BaseException) -> None:
+        self._shut_down(module)
+
+    @staticmethod
+    def _shut_down(module: OnPolicyModule) -> None:
+        if module._collector is not None:
+            module._collector.shutdown()

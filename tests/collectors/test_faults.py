@@ -18,6 +18,15 @@ from tests.collectors.policies import sampling_policy, weight_readable_policy
 from tests.conftest import shm_entries, worker_processes
 
 
+class _EOFEnv(CountingEnv):
+    """Raises EOFError (as a remote env might): an env error, not the pipe closing."""
+
+    def _step(self, tensordict):
+        if self._count + 1 >= self.fail_at:
+            raise EOFError("the env's own connection ended")
+        return super()._step(tensordict)
+
+
 def _collector(envs, num_workers=2, **kwargs):
     return HTSCollector(
         envs,
@@ -174,3 +183,38 @@ def test_interpreter_exit_without_shutdown_cleans_up(tmp_path):
         time.sleep(0.1)
     assert alive() == []
     assert shm_entries() <= shm_before
+
+
+def test_iterating_after_shutdown_is_a_clear_error_and_a_finished_collector_is_empty():
+    collector = _collector([partial(CountingEnv, max_count=5)] * 4, total_frames=4 * 16 * 3)
+    iterator = iter(collector)
+    next(iterator)
+    collector.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        next(iter(collector))
+    finished = _collector([partial(CountingEnv)] * 4, total_frames=4 * 16)
+    assert len(list(finished)) == 1
+    assert list(finished) == []
+
+
+def test_env_raising_eoferror_is_reported_not_mistaken_for_a_closed_pipe():
+    envs = [partial(CountingEnv, max_count=100)] * 2
+    envs[1] = partial(_EOFEnv, max_count=100, fail_at=3)
+    collector = _collector(envs, num_workers=2, inference="main")
+    with pytest.raises(EnvReplicaError) as info:
+        for _ in collector:
+            pass
+    assert info.value.replica == 1 and "EOFError" in info.value.env_traceback
+
+
+def test_policy_sampling_inside_a_nested_module_is_refused():
+    from tensordict.nn import TensorDictSequential
+
+    with pytest.raises(ValueError, match="nested module"):
+        HTSCollector(
+            partial(CountingEnv),
+            TensorDictSequential(sampling_policy()),
+            num_envs=2,
+            num_workers=0,
+            frames_per_batch=4,
+        )

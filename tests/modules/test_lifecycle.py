@@ -1,0 +1,50 @@
+"""A module across fits and failures: versions stay aligned, workers never outlive an error."""
+
+from __future__ import annotations
+
+import pytest
+from lightning import Callback, Trainer
+
+from hts_lightning import A2C
+from tests.conftest import worker_processes
+
+
+def _trainer(*callbacks):
+    return Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=list(callbacks),
+    )
+
+
+class _Lags(Callback):
+    def __init__(self):
+        self.lags = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.lags.append(float(trainer.callback_metrics["perf/policy_lag"]))
+
+
+def test_a_second_fit_continues_with_the_trained_weights_and_lag_one():
+    module = A2C(env_id="CartPole-v1", num_envs=2, num_workers=0, sync_interval=8, total_frames=48)
+    first, second = _Lags(), _Lags()
+    _trainer(first).fit(module)
+    _trainer(second).fit(module)  # a new collector, counting versions from 0 again
+    assert module.updates == 6
+    assert first.lags == second.lags == [0.0, 1.0, 1.0]
+
+
+class _Explode(Callback):
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == 1:
+            raise RuntimeError("boom")
+
+
+def test_an_exception_in_training_stops_the_workers():
+    module = A2C(env_id="CartPole-v1", num_envs=4, num_workers=2, sync_interval=8, total_frames=320)
+    with pytest.raises(RuntimeError, match="boom"):
+        _trainer(_Explode()).fit(module)
+    assert worker_processes() == []
