@@ -139,30 +139,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--output", type=Path, help="append a dated section to this file")
     args = parser.parse_args(argv)
-    rows = []
+    rows = []  # (env, collector, frames/s, lag)
     for env in args.envs:
-        fps = {}
         for collector in args.collectors:
             print(f"{env}: {LABELS[collector]} ...", flush=True)
-            fps[collector], lag = run(env, collector, args)
-            rows.append((env, collector, fps[collector], lag))
-            print(f"  {fps[collector]:.0f} frames/s, policy lag {lag}", flush=True)
-        for env_, collector, value, lag in rows:
-            if env_ == env and "hts" in fps:
-                rows[rows.index((env_, collector, value, lag))] = (
-                    env_,
-                    collector,
-                    value,
-                    lag,
-                    fps["hts"] / value,
-                )
+            fps, lag = run(env, collector, args)
+            rows.append((env, collector, fps, lag))
+            print(f"  {fps:.0f} frames/s, policy lag {lag}", flush=True)
+    hts = {env: fps for env, collector, fps, _ in rows if collector == "hts"}
     table = [
         "| env | collector | frames/s | HTS / this | policy lag |",
         "| --- | --- | ---: | ---: | --- |",
     ]
-    for env, collector, value, lag, *ratio in rows:
-        ratio_text = f"{ratio[0]:.2f}x" if ratio else "-"
-        table.append(f"| {env} | {LABELS[collector]} | {value:.0f} | {ratio_text} | {lag} |")
+    for env, collector, fps, lag in rows:
+        ratio = f"{hts[env] / fps:.2f}x" if env in hts else "-"
+        table.append(f"| {env} | {LABELS[collector]} | {fps:.0f} | {ratio} | {lag} |")
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     section = "\n".join(
         [
