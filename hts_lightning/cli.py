@@ -16,6 +16,7 @@ import json
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -113,6 +114,8 @@ class _ReportWhereResultsAre(Callback):
 
 
 def _fit(argv: list[str] | None) -> int:
+    # Our checkpoints are taken between updates, after the optimizer step, by design.
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     LightningCLI(
         OnPolicyModule,
         subclass_mode_model=True,
