@@ -15,6 +15,8 @@ MODULES = [
     "hts_lightning.envs.testing",
     "hts_lightning.models.actor_critic",
     "hts_lightning.models.nature_cnn",
+    "hts_lightning.optim.kfac",
+    "hts_lightning.envs.factory",
 ]
 
 

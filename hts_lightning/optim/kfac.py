@@ -1,0 +1,243 @@
+"""K-FAC (Martens & Grosse 2015; KFC for convolutions, Grosse & Martens 2016) with ACKTR's
+KL-clipped step (Wu et al. 2017), for ``nn.Linear`` and ``nn.Conv2d`` layers.
+
+The algebra is in small functions on tensors; :class:`KFAC` is a thin optimizer around them.
+For a layer with weight matrix W ([out, in], the bias as an extra input column), the Fisher
+block is approximated by A (x) G, with A = E[a a^T] over layer inputs a (a 1 appended for the
+bias) and G = E[g g^T] over gradients g of the sampled-Fisher loss with respect to the layer's
+outputs. The preconditioned gradient solves (A (x) G + damping * I) vec(P) = vec(grad), which
+in the eigenbases of A and G is an elementwise division.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["KFAC"]
+
+
+def input_factor(inputs: torch.Tensor, layer: nn.Module) -> torch.Tensor:
+    """A = E[a a^T] over the layer's input vectors (patches for a convolution), bias column last."""
+    if isinstance(layer, nn.Conv2d):
+        patches = F.unfold(
+            inputs,
+            layer.kernel_size,
+            dilation=layer.dilation,
+            padding=layer.padding,
+            stride=layer.stride,
+        )  # [N, C*kh*kw, L]
+        vectors = patches.transpose(1, 2).reshape(-1, patches.shape[1])
+    else:
+        vectors = inputs.reshape(-1, inputs.shape[-1])
+    if layer.bias is not None:
+        vectors = torch.cat([vectors, vectors.new_ones(vectors.shape[0], 1)], dim=1)
+    return vectors.T @ vectors / vectors.shape[0]
+
+
+def output_factor(grad_outputs: torch.Tensor, layer: nn.Module) -> torch.Tensor:
+    """G = E_n[sum_t g_{n,t} g_{n,t}^T] over per-example output gradients g (one position t for
+    a Linear layer; every spatial position for a convolution, as in KFC, whose Fisher block
+    A (x) G then carries the number of positions in G)."""
+    batch = grad_outputs.shape[0]
+    if isinstance(layer, nn.Conv2d):
+        vectors = grad_outputs.permute(0, 2, 3, 1).reshape(-1, grad_outputs.shape[1])
+    else:
+        vectors = grad_outputs.reshape(-1, grad_outputs.shape[-1])
+    # The loss is a mean over the batch: multiply back to per-example gradients.
+    vectors = vectors * batch
+    return vectors.T @ vectors / batch
+
+
+def eigen(factor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (clamped at 0: a covariance has no negative ones) and eigenvectors."""
+    values, vectors = torch.linalg.eigh(factor.double())
+    return values.clamp_min(0).to(factor.dtype), vectors.to(factor.dtype)
+
+
+def precondition(
+    grad: torch.Tensor,
+    eig_a: tuple[torch.Tensor, torch.Tensor],
+    eig_g: tuple[torch.Tensor, torch.Tensor],
+    damping: float,
+) -> torch.Tensor:
+    """P with (A (x) G + damping * I) vec(P) = vec(grad), for grad of shape [out, in]."""
+    values_a, vectors_a = eig_a
+    values_g, vectors_g = eig_g
+    rotated = vectors_g.T @ grad @ vectors_a
+    rotated = rotated / (values_g[:, None] * values_a[None, :] + damping)
+    return vectors_g @ rotated @ vectors_a.T
+
+
+def kl_clip_scale(
+    preconditioned: Iterable[torch.Tensor], grads: Iterable[torch.Tensor], lr: float, kl_clip: float
+) -> float:
+    """ACKTR's trust region: scale nu = min(1, sqrt(kl_clip / (lr^2 * sum(P . grad))))."""
+    quadratic = sum(float((p * g).sum()) for p, g in zip(preconditioned, grads)) * lr**2
+    if not math.isfinite(quadratic) or quadratic <= 0:
+        return 1.0
+    return min(1.0, math.sqrt(kl_clip / quadratic))
+
+
+def _matrix(layer: nn.Module) -> torch.Tensor:
+    """The layer's gradient as [out, in] with the bias gradient as the last column."""
+    grad = layer.weight.grad.reshape(layer.weight.shape[0], -1)
+    if layer.bias is not None:
+        grad = torch.cat([grad, layer.bias.grad[:, None]], dim=1)
+    return grad
+
+
+class KFAC(torch.optim.Optimizer):
+    """K-FAC with momentum and ACKTR's KL clip, over a model's Linear and Conv2d layers.
+
+    Statistics come from :meth:`fisher_pass`: inside it, a backward of a sampled-Fisher loss
+    (actions sampled from the policy; the value output with Gaussian noise) records the layer
+    inputs and output gradients into running averages with ``stat_decay``. Use
+    ``torch.autograd.grad`` there so that the policy-gradient ``.grad`` buffers stay untouched.
+    :meth:`step` then preconditions each layer's ``.grad`` with the damped inverse of A (x) G
+    (eigendecompositions refreshed every ``inv_update_interval`` steps), scales all updates by
+    the KL clip, and applies SGD with momentum.
+
+    Args:
+        model: the module whose Linear/Conv2d layers are preconditioned. Any other layer with
+            parameters is an error unless its type or qualified name is in ``skip``; skipped
+            layers get plain SGD-with-momentum steps.
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        >>> optimizer = KFAC(net, lr=0.1)
+        >>> x = torch.randn(8, 3)
+        >>> with optimizer.fisher_pass():
+        ...     logits = net(x)
+        ...     sampled = torch.distributions.Categorical(logits=logits).sample()
+        ...     fisher_loss = F.cross_entropy(logits, sampled)
+        ...     _ = torch.autograd.grad(fisher_loss, list(net.parameters()))
+        >>> net(x).pow(2).mean().backward()
+        >>> optimizer.step()
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        lr: float = 0.25,
+        momentum: float = 0.9,
+        stat_decay: float = 0.99,
+        damping: float = 1e-2,
+        kl_clip: float = 1e-3,
+        weight_decay: float = 0.0,
+        inv_update_interval: int = 10,
+        skip: Iterable[type | str] = (),
+    ):
+        skip = tuple(skip)
+        self.layers: dict[str, nn.Module] = {}
+        others = []
+        for name, module in model.named_modules():
+            own = list(module.parameters(recurse=False))
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                self.layers[name] = module
+            elif own and not any(
+                name == s or (isinstance(s, type) and isinstance(module, s)) for s in skip
+            ):
+                raise ValueError(
+                    f"KFAC preconditions Linear and Conv2d layers; {name!r} "
+                    f"({type(module).__name__}) has parameters. Add its type or name to "
+                    "skip=... to give it plain SGD-with-momentum steps."
+                )
+            elif own:
+                others.extend(own)
+        super().__init__(
+            list(model.parameters()),
+            dict(lr=lr, momentum=momentum, weight_decay=weight_decay),
+        )
+        self.stat_decay = stat_decay
+        self.damping = damping
+        self.kl_clip = kl_clip
+        self.inv_update_interval = inv_update_interval
+        self.factors: dict[str, dict[str, torch.Tensor]] = {}
+        self._eigen: dict[str, tuple] = {}
+        self._steps = 0
+        self._recording = False
+        for name, layer in self.layers.items():
+            layer.register_forward_hook(self._record(name))
+
+    def _record(self, name):
+        def forward_hook(layer, args, output):
+            if not self._recording:
+                return
+            self._update_factor(name, "A", input_factor(args[0].detach(), layer))
+            if output.requires_grad:
+
+                def grad_hook(grad):
+                    self._update_factor(name, "G", output_factor(grad.detach(), layer))
+
+                output.register_hook(grad_hook)
+
+        return forward_hook
+
+    def _update_factor(self, name: str, kind: str, value: torch.Tensor) -> None:
+        factors = self.factors.setdefault(name, {})
+        if not torch.isfinite(value).all():
+            warnings.warn(f"KFAC: non-finite {kind} statistics for {name!r} skipped", stacklevel=2)
+            return
+        if kind not in factors:
+            factors[kind] = value.clone()
+        else:
+            factors[kind].mul_(self.stat_decay).add_(value, alpha=1 - self.stat_decay)
+
+    @contextmanager
+    def fisher_pass(self) -> Iterator[None]:
+        """Record Fisher statistics from the forward and backward passes run inside."""
+        self._recording = True
+        try:
+            yield
+        finally:
+            self._recording = False
+
+    def _refresh_inverses(self) -> None:
+        for name, factors in self.factors.items():
+            if "A" in factors and "G" in factors:
+                self._eigen[name] = (eigen(factors["A"]), eigen(factors["G"]))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise ValueError("KFAC.step takes no closure")
+        if self._steps % self.inv_update_interval == 0 or not self._eigen:
+            self._refresh_inverses()
+        self._steps += 1
+        updates: dict[torch.Tensor, torch.Tensor] = {}
+        pairs = []
+        for name, layer in self.layers.items():
+            if layer.weight.grad is None or name not in self._eigen:
+                continue
+            grad = _matrix(layer)
+            preconditioned = precondition(grad, *self._eigen[name], self.damping)
+            pairs.append((preconditioned, grad))
+            weight_columns = layer.weight[0].numel()
+            updates[layer.weight] = preconditioned[:, :weight_columns].reshape(layer.weight.shape)
+            if layer.bias is not None:
+                updates[layer.bias] = preconditioned[:, -1]
+        group = self.param_groups[0]
+        scale = kl_clip_scale(
+            [p for p, _ in pairs], [g for _, g in pairs], group["lr"], self.kl_clip
+        )
+        self.last_kl_scale = scale
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            update = updates[p] * scale if p in updates else p.grad
+            if group["weight_decay"]:
+                update = update + group["weight_decay"] * p
+            buffer = self.state[p].get("momentum")
+            if buffer is None:
+                buffer = self.state[p]["momentum"] = update.clone()
+            else:
+                buffer.mul_(group["momentum"]).add_(update)
+            p.add_(buffer, alpha=-group["lr"])

@@ -1,0 +1,140 @@
+"""K-FAC against explicit Kronecker algebra on tiny nets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hts_lightning.optim import KFAC
+from hts_lightning.optim.kfac import precondition
+
+
+def _fisher_pass(optimizer, net, x):
+    with optimizer.fisher_pass():
+        logits = net(x).flatten(1)
+        sampled = torch.distributions.Categorical(logits=logits).sample()
+        fisher_loss = F.cross_entropy(logits, sampled)
+        torch.autograd.grad(fisher_loss, list(net.parameters()))
+
+
+def _grad_matrix(layer):
+    grad = layer.weight.grad.reshape(layer.weight.shape[0], -1)
+    return torch.cat([grad, layer.bias.grad[:, None]], dim=1)
+
+
+def _explicit_solve(a, g, grad, damping):
+    # vec is column-major: vec(G X A) = (A^T (x) G) vec(X), and A is symmetric.
+    kron = torch.kron(a.double(), g.double())
+    eye = torch.eye(kron.shape[0], dtype=torch.float64)
+    vec = grad.double().T.reshape(-1)
+    solution = torch.linalg.solve(kron + damping * eye, vec)
+    return solution.reshape(grad.shape[1], grad.shape[0]).T.float()
+
+
+NETS = {
+    "linear": (lambda: nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3)), (16, 3)),
+    "conv2d": (
+        lambda: nn.Sequential(
+            nn.Conv2d(2, 3, 3, stride=2), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 2 * 2, 3)
+        ),
+        (8, 2, 6, 6),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(NETS))
+def test_preconditioned_gradient_is_the_explicit_kronecker_solve(kind):
+    torch.manual_seed(0)
+    make, shape = NETS[kind]
+    net = make()
+    optimizer = KFAC(net, lr=0.1, momentum=0.0, damping=0.03, kl_clip=1e9)
+    x = torch.randn(shape)
+    _fisher_pass(optimizer, net, x)
+    net(x).pow(2).mean().backward()
+    layers = [m for m in net if isinstance(m, (nn.Linear, nn.Conv2d))]
+    before = [(m.weight.detach().clone(), m.bias.detach().clone()) for m in layers]
+    grads = [_grad_matrix(m) for m in layers]
+    optimizer.step()
+    for name, layer, (w0, b0), grad in zip(optimizer.layers, layers, before, grads):
+        factors = optimizer.factors[name]
+        expected = _explicit_solve(factors["A"], factors["G"], grad, 0.03)
+        eig_a, eig_g = optimizer._eigen[name]
+        torch.testing.assert_close(
+            precondition(grad, eig_a, eig_g, 0.03), expected, atol=1e-5, rtol=1e-5
+        )
+        # The step applied it: w1 = w0 - lr * P (no momentum, KL clip not binding).
+        applied = torch.cat(
+            [(w0 - layer.weight).reshape(w0.shape[0], -1), (b0 - layer.bias)[:, None]], 1
+        )
+        torch.testing.assert_close(applied / 0.1, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_linear_factors_are_the_input_and_output_gradient_covariances():
+    torch.manual_seed(1)
+    layer = nn.Linear(3, 2)
+    optimizer = KFAC(layer, stat_decay=0.0)
+    x = torch.randn(5, 3)
+    with optimizer.fisher_pass():
+        out = layer(x)
+        target = torch.randn(5, 2)
+        loss = (out - target).pow(2).sum(-1).mean()
+        torch.autograd.grad(loss, list(layer.parameters()))
+    a = torch.cat([x, torch.ones(5, 1)], 1)
+    per_example = 2 * (out.detach() - target)  # d l_n / d s_n
+    torch.testing.assert_close(optimizer.factors[""]["A"], a.T @ a / 5)
+    torch.testing.assert_close(optimizer.factors[""]["G"], per_example.T @ per_example / 5)
+
+
+def test_kl_clip_bounds_the_step():
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+    x = torch.randn(16, 3)
+    for kl_clip, clipped in ((1e-8, True), (1e9, False)):
+        optimizer = KFAC(net, lr=0.5, momentum=0.0, kl_clip=kl_clip)
+        _fisher_pass(optimizer, net, x)
+        net.zero_grad()
+        net(x).pow(2).mean().backward()
+        before = [p.detach().clone() for p in net.parameters()]
+        grads = [p.grad.clone() for p in net.parameters()]
+        optimizer.step()
+        steps = [b - p.detach() for b, p in zip(before, net.parameters())]
+        # The applied step is lr * nu * P; ACKTR's KL estimate of it, (lr nu)^2 sum(P . g),
+        # equals lr * nu * sum(step . g) and must not exceed kl_clip.
+        nu = optimizer.last_kl_scale
+        kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps, grads))
+        if clipped:
+            assert nu < 1.0
+            assert kl == pytest.approx(kl_clip, rel=1e-3)
+        else:
+            assert nu == 1.0 and kl < kl_clip
+
+
+def test_fisher_pass_leaves_policy_gradient_buffers_untouched():
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+    optimizer = KFAC(net)
+    x = torch.randn(8, 3)
+    net(x).sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    _fisher_pass(optimizer, net, x)
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, net.parameters()))
+    assert set(optimizer.factors) == {"0", "2"}
+
+
+def test_unsupported_layer_is_refused_unless_skipped():
+    net = nn.Sequential(nn.Embedding(4, 3), nn.Linear(3, 2))
+    with pytest.raises(ValueError, match=r"Embedding.*skip="):
+        KFAC(net)
+    optimizer = KFAC(net, skip=[nn.Embedding])
+    assert list(optimizer.layers) == ["1"]
+
+
+def test_non_finite_statistics_are_skipped_with_a_warning():
+    layer = nn.Linear(2, 2)
+    optimizer = KFAC(layer)
+    x = torch.tensor([[float("nan"), 1.0]])
+    with pytest.warns(UserWarning, match="non-finite"), optimizer.fisher_pass():
+        layer(x)
+    assert "A" not in optimizer.factors.get("", {})
