@@ -2,10 +2,11 @@
 
 from hts_lightning.collectors import EnvReplicaError, HTSCollector, WorkerDiedError
 from hts_lightning.envs import CountingEnv, VariableLatencyEnv, make_atari_env, make_gym_env
-from hts_lightning.modules import A2C, PPO, OnPolicyModule
+from hts_lightning.modules import A2C, ACKTR, PPO, OnPolicyModule
 
 __all__ = [
     "A2C",
+    "ACKTR",
     "PPO",
     "CountingEnv",
     "EnvReplicaError",

@@ -16,6 +16,9 @@ MODULES = [
     "hts_lightning.models.actor_critic",
     "hts_lightning.models.nature_cnn",
     "hts_lightning.optim.kfac",
+    "hts_lightning.modules.a2c",
+    "hts_lightning.modules.ppo",
+    "hts_lightning.modules.acktr",
     "hts_lightning.envs.factory",
 ]
 

@@ -22,6 +22,8 @@ def test_the_recipes_we_promise_exist():
         "atari/pong_ppo.yaml",
         "atari/pong_a2c.yaml",
         "atari/breakout_ppo.yaml",
+        "cartpole_acktr.yaml",
+        "atari/pong_acktr.yaml",
     }
     assert promised <= names
 

@@ -56,7 +56,8 @@ class HTSCollector(BaseCollector):
         create_env_fn: a picklable callable returning a TorchRL ``EnvBase`` with an empty batch
             size, or a list of ``num_envs`` such callables.
         policy: a TensorDict module reading the observation and writing ``"action"`` (and, for a
-            probabilistic actor, ``"action_log_prob"``). The collector acts with its own copy;
+            probabilistic actor, ``"action_log_prob"``). The collector acts with its own copy
+            (without module hooks, which belong to the learner);
             :meth:`update_policy_weights_` with no argument copies the weights of this object.
 
     Keyword Args:
@@ -147,7 +148,8 @@ class HTSCollector(BaseCollector):
         self.device = torch.device(device)
         self.inference = _check_inference(inference, self.device, num_workers)
         self._exploration_type = exploration_type
-        inference_policy = copy.deepcopy(policy).to(self.device).requires_grad_(False)
+        inference_policy = _without_hooks(copy.deepcopy(policy)).to(self.device)
+        inference_policy.requires_grad_(False)
         if self.inference == "workers":
             inference_policy.share_memory()  # the workers' view of the weights
         self._inference_weights = TensorDict.from_module(inference_policy)
@@ -539,6 +541,17 @@ def _check_picklable(fns) -> None:
                 "env. Use a module-level function or functools.partial instead of a lambda or "
                 "closure, or num_workers=0."
             ) from error
+
+
+def _without_hooks(module: nn.Module) -> nn.Module:
+    """The inference copy drops the learner's module hooks (K-FAC's statistics, profilers):
+    they belong to the learner, and closures in them cannot travel to worker processes."""
+    for submodule in module.modules():
+        submodule._forward_hooks.clear()
+        submodule._forward_pre_hooks.clear()
+        submodule._backward_hooks.clear()
+        submodule._backward_pre_hooks.clear()
+    return module
 
 
 def _mp_context(method: str):

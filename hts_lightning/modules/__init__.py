@@ -1,7 +1,8 @@
 """Lightning modules: the on-policy skeleton and the algorithms on it."""
 
 from hts_lightning.modules.a2c import A2C
+from hts_lightning.modules.acktr import ACKTR
 from hts_lightning.modules.on_policy import OnPolicyModule
 from hts_lightning.modules.ppo import PPO
 
-__all__ = ["A2C", "PPO", "OnPolicyModule"]
+__all__ = ["A2C", "ACKTR", "PPO", "OnPolicyModule"]

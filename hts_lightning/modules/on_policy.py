@@ -205,8 +205,12 @@ class OnPolicyModule(LightningModule):
         )
         return self._collector
 
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of the loss parameters (Adam); ACKTR overrides it with K-FAC."""
+        return torch.optim.Adam(self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5)
+
     def configure_optimizers(self):
-        optimizer = torch.optim.Adam(self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5)
+        optimizer = self.make_optimizer()
         total = num_updates(self.hparams.total_frames, self.frames_per_batch)
         if self.hparams.lr_schedule == "linear":
             scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -207,8 +207,10 @@ class KFAC(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        if closure is not None:
-            raise ValueError("KFAC.step takes no closure")
+        loss = None
+        if closure is not None:  # Lightning passes one even in manual optimization
+            with torch.enable_grad():
+                loss = closure()
         if self._steps % self.inv_update_interval == 0 or not self._eigen:
             self._refresh_inverses()
         self._steps += 1
@@ -241,3 +243,4 @@ class KFAC(torch.optim.Optimizer):
             else:
                 buffer.mul_(group["momentum"]).add_(update)
             p.add_(buffer, alpha=-group["lr"])
+        return loss

@@ -1,0 +1,89 @@
+"""ACKTR: A2C with a K-FAC natural-gradient step and a KL trust region (Wu et al., 2017)."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
+from hts_lightning.modules.a2c import A2C
+from hts_lightning.optim import KFAC
+
+__all__ = ["ACKTR"]
+
+
+class ACKTR(A2C):
+    """A2C whose step is preconditioned by K-FAC; the same skeleton and gradient modes as A2C.
+
+    Before each policy-gradient step, a sampled-Fisher pass (actions sampled from the policy,
+    the value output with unit Gaussian noise, at the same parameters as the gradient) updates
+    K-FAC's factors; its gradients are computed with ``torch.autograd.grad`` and never touch
+    the policy-gradient buffers. The step size is bounded by ACKTR's KL clip, so gradients are
+    not clipped by norm by default.
+
+    Args (keyword-only, beside :class:`OnPolicyModule`'s; ``lr`` defaults to 0.25):
+        momentum, stat_decay, damping, kl_clip, inv_update_interval: :class:`KFAC`'s.
+        fisher_value_coef: weight of the value head's term in the Fisher loss.
+
+    Example:
+        >>> from lightning import Trainer
+        >>> module = ACKTR(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=8,
+        ...                total_frames=64)
+        >>> Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+        ...         enable_progress_bar=False, enable_model_summary=False).fit(module)
+        >>> sorted(module.optimizers().optimizer.factors)[:2]
+        ['module.0.module.0', 'module.0.module.2']
+    """
+
+    def __init__(
+        self,
+        *,
+        lr: float = 0.25,
+        max_grad_norm: float | None = None,
+        momentum: float = 0.9,
+        stat_decay: float = 0.99,
+        damping: float = 0.01,
+        kl_clip: float = 0.001,
+        inv_update_interval: int = 10,
+        fisher_value_coef: float = 1.0,
+        **kw,
+    ):
+        super().__init__(lr=lr, max_grad_norm=max_grad_norm, **kw)
+        self.save_hyperparameters()
+        self._fisher_rng = torch.Generator().manual_seed(self.hparams.seed + 1)
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        return KFAC(
+            self.model,
+            lr=self.hparams.lr,
+            momentum=self.hparams.momentum,
+            stat_decay=self.hparams.stat_decay,
+            damping=self.hparams.damping,
+            kl_clip=self.hparams.kl_clip,
+            inv_update_interval=self.hparams.inv_update_interval,
+        )
+
+    def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
+        flat = batch.reshape(-1)
+        with self.parameters_at(self._gradient_version):
+            self.fisher_pass(flat)
+        out = self.gradient_step(flat)
+        out["kl_scale"] = torch.tensor(self.optimizers().optimizer.last_kl_scale)
+        return out
+
+    def fisher_pass(self, data: TensorDictBase) -> None:
+        """Record K-FAC statistics from the sampled Fisher loss on ``data``."""
+        kfac: KFAC = self.optimizers().optimizer
+        with kfac.fisher_pass():
+            td = self.model.module[0](data.exclude("features").clone(False))  # shared trunk once
+            dist = self.model.get_policy_head().get_dist(td)
+            uniform = torch.rand(td.shape[0], noise_width(dist), generator=self._fisher_rng)
+            action = sample_from_uniform(dist, uniform.to(td.device))
+            value = self.model.get_value_head()(td)["state_value"]
+            noise = torch.randn(value.shape, generator=self._fisher_rng).to(value.device)
+            target = value.detach() + noise
+            fisher_loss = -dist.log_prob(action).mean() + self.hparams.fisher_value_coef * (
+                (value - target).pow(2).mean()
+            )
+            parameters = [p for p in self.model.parameters() if p.requires_grad]
+            torch.autograd.grad(fisher_loss, parameters, allow_unused=True)
