@@ -44,3 +44,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def quiet_trainer(*callbacks, **kwargs):
+    """A Trainer for tests: one epoch (the module's total_frames), no logs, bars or files."""
+    from lightning import Trainer
+
+    options = dict(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    options.update(kwargs)
+    return Trainer(callbacks=list(callbacks), **options)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from lightning import Callback, Trainer
+from lightning import Callback
 from torch import nn
 
 from hts_lightning import ACKTR
+from tests.conftest import quiet_trainer
 
 
 class _Steps(Callback):
@@ -23,14 +24,7 @@ def test_acktr_records_factors_for_every_layer_and_takes_kl_clipped_steps():
     )
     before = [p.detach().clone() for p in module.model.parameters()]
     steps = _Steps()
-    Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[steps],
-    ).fit(module)
+    quiet_trainer(steps).fit(module)
     kfac = module.optimizers().optimizer
     linear = {n for n, m in module.model.named_modules() if isinstance(m, nn.Linear)}
     assert set(kfac.factors) == linear

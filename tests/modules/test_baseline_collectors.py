@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lightning import Callback, Trainer
+from lightning import Callback
 
 from hts_lightning import A2C, PPO
+from tests.conftest import quiet_trainer
 
 
 class _Batches(Callback):
@@ -34,14 +35,7 @@ def test_trainer_runs_with_torchrl_baseline_collector(kind, cls):
     )
     before = [p.detach().clone() for p in module.parameters()]
     batches = _Batches()
-    Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[batches],
-    ).fit(module)
+    quiet_trainer(batches).fit(module)
     assert module.updates == 3
     assert module.frames == 3 * 32
     assert batches.shapes == [32, 32, 32]
@@ -62,20 +56,13 @@ def test_run_bounded_by_max_steps_keeps_lag_one():
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
             lags.append(float(trainer.callback_metrics["perf/policy_lag"]))
 
-    Trainer(
-        max_steps=8,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[_Lag()],
-    ).fit(module)
+    quiet_trainer(_Lag(), max_epochs=None, max_steps=8).fit(module)
     assert module.updates == 4 and module.global_step == 8
     assert lags == [0.0, 1.0, 1.0, 1.0]
 
 
 def test_unbounded_run_is_refused_with_the_fix():
     module = A2C(env_id="CartPole-v1", num_envs=2, num_workers=1, sync_interval=8)
-    trainer = Trainer(max_epochs=1, logger=False, enable_checkpointing=False)
+    trainer = quiet_trainer()
     with pytest.raises(ValueError, match="set model total_frames"):
         trainer.fit(module)

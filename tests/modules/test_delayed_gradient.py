@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lightning import Callback, Trainer
+from lightning import Callback
 from tensordict import TensorDict
 
 from hts_lightning import A2C, PPO
+from tests.conftest import quiet_trainer
 
 
 class _Recorder(Callback):
@@ -30,14 +31,7 @@ class _Recorder(Callback):
 
 def _train(module, batches=4):
     recorder = _Recorder()
-    Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[recorder],
-    ).fit(module)
+    quiet_trainer(recorder).fit(module)
     assert len(recorder.grads) == batches
     return recorder
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lightning import Callback, Trainer
+from lightning import Callback
 
 from hts_lightning import A2C, PPO
+from tests.conftest import quiet_trainer
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -45,14 +46,7 @@ def test_cartpole_reaches_475_within_100k_frames(cls, recipe):
     assert args["total_frames"] <= 100_000
     module = cls(**args)
     reach = _ReachReturn(475.0)
-    Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[reach],
-    ).fit(module)
+    quiet_trainer(reach).fit(module)
     assert reach.reached_at is not None, f"best mean return of 20 episodes: {reach.best:.1f}"
     assert reach.reached_at <= 100_000
     assert module.trainer.callback_metrics["perf/policy_lag"] == 1.0

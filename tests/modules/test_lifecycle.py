@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from lightning import Callback, Trainer
+from lightning import Callback
 
 from hts_lightning import A2C
-from tests.conftest import worker_processes
-
-
-def _trainer(*callbacks):
-    return Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=list(callbacks),
-    )
+from tests.conftest import quiet_trainer, worker_processes
 
 
 class _Lags(Callback):
@@ -31,8 +20,8 @@ class _Lags(Callback):
 def test_a_second_fit_continues_with_the_trained_weights_and_lag_one():
     module = A2C(env_id="CartPole-v1", num_envs=2, num_workers=0, sync_interval=8, total_frames=48)
     first, second = _Lags(), _Lags()
-    _trainer(first).fit(module)
-    _trainer(second).fit(module)  # a new collector, counting versions from 0 again
+    quiet_trainer(first).fit(module)
+    quiet_trainer(second).fit(module)  # a new collector, counting versions from 0 again
     assert module.updates == 6
     assert first.lags == second.lags == [0.0, 1.0, 1.0]
 
@@ -46,5 +35,5 @@ class _Explode(Callback):
 def test_an_exception_in_training_stops_the_workers():
     module = A2C(env_id="CartPole-v1", num_envs=4, num_workers=2, sync_interval=8, total_frames=320)
     with pytest.raises(RuntimeError, match="boom"):
-        _trainer(_Explode()).fit(module)
+        quiet_trainer(_Explode()).fit(module)
     assert worker_processes() == []
