@@ -49,6 +49,7 @@ def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch):
     rows = [r for r in csv.DictReader(metrics[0].open()) if r.get("train/loss_objective")]
     assert len(rows) == 2  # two updates, both logged
     assert float(rows[-1]["perf/frames"]) == 32
+    assert [int(r["step"]) for r in rows] == [16, 32]  # the env-frame count is the step
     assert all(float(r["perf/fps"]) > 0 for r in rows)
     assert float(rows[-1]["perf/policy_lag"]) == 1.0
     assert list(Path("runs").rglob("last.ckpt")), "a last checkpoint is written"

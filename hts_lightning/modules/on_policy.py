@@ -330,11 +330,20 @@ class OnPolicyModule(LightningModule):
         metrics["time/wait_for_batch"] = waited
         metrics["time/update"] = time.perf_counter() - start
         metrics["train/lr"] = self.optimizers().param_groups[0]["lr"]
-        self.log_dict(metrics, on_step=True, on_epoch=False)
+        # Callback metrics for Lightning (progress bar, checkpoint monitors); the loggers get
+        # the same values with the env-frame count as step, the x axis RL runs are compared on.
+        self.log_dict(metrics, logger=False, on_step=True, on_epoch=False)
+        if self.updates % self.trainer.log_every_n_steps == 0 or self._is_last_update():
+            values = {k: float(v) for k, v in metrics.items()}
+            for logger in self.loggers:
+                logger.log_metrics(values, step=self.frames)
         progress = {"frames": float(self.frames), "fps": metrics["perf/fps"]}
         if "rollout/return_last_20" in metrics:
             progress["return"] = metrics["rollout/return_last_20"]
         self.log_dict(progress, prog_bar=True, logger=False, on_step=True, on_epoch=False)
+
+    def _is_last_update(self) -> bool:
+        return self.frames >= self.collection_frames()
 
     def configure_callbacks(self) -> list[Callback]:
         return [_ShutDownCollector()]
