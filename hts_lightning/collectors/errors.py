@@ -13,6 +13,10 @@ class EnvReplicaError(RuntimeError):
         self.env_traceback = env_traceback
         super().__init__(f"Environment replica {replica} raised an exception:\n{env_traceback}")
 
+    def shifted(self, offset: int) -> EnvReplicaError:
+        """The same error with the replica's global index (a shard's first is ``offset``)."""
+        return EnvReplicaError(self.replica + offset, self.env_traceback)
+
 
 class WorkerDiedError(RuntimeError):
     """A worker process ended without being asked to (killed, crashed, out of memory)."""
@@ -25,3 +29,7 @@ class WorkerDiedError(RuntimeError):
             f"Collector worker {worker} (env replicas {replicas[0]}..{replicas[-1]}) died "
             f"with exit code {exitcode}. If it was killed for memory, use fewer envs per worker."
         )
+
+    def shifted(self, offset: int) -> WorkerDiedError:
+        """The same error with the replicas' global indices (a shard's first is ``offset``)."""
+        return WorkerDiedError(self.worker, [r + offset for r in self.replicas], self.exitcode)

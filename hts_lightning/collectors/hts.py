@@ -28,6 +28,7 @@ from hts_lightning.collectors._engine import (
 )
 from hts_lightning.collectors._seeding import replica_seeds
 from hts_lightning.collectors._workers import InlineExecutor, ProcessExecutor
+from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 
 __all__ = ["HTSCollector"]
 
@@ -177,7 +178,11 @@ class HTSCollector(BaseCollector):
             raise RuntimeError("This HTSCollector was shut down; create a new one.")
         self._start()
         while self._num_batches is None or self._batches_yielded < self._num_batches:
-            self._runner.wait()
+            try:
+                self._runner.wait()
+            except (EnvReplicaError, WorkerDiedError) as error:
+                # Name the replica by its global index: a rank's shard starts at replica_offset.
+                raise error.shifted(self.replica_offset) from None
             index = self._batches_yielded % 2
             finished = self._buffers[index]
             self._finish_batch(finished, self._buffer_versions[index])

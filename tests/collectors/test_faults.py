@@ -54,6 +54,17 @@ def test_env_exception_reaches_consumer_with_replica_and_traceback(num_workers):
     assert worker_processes() == []
 
 
+def test_errors_of_a_shard_name_global_replica_indices():
+    envs = [partial(CountingEnv, max_count=100)] * 4
+    envs[1] = partial(CountingEnv, max_count=100, fail_at=3)
+    with pytest.raises(EnvReplicaError) as info:
+        for _ in _collector(envs, num_workers=2, replica_offset=8):
+            pass
+    assert info.value.replica == 9  # the second replica of the shard that starts at 8
+    assert "Environment replica 9 raised" in str(info.value)
+    assert worker_processes() == []
+
+
 def test_env_that_fails_to_build_names_its_replica():
     envs = [partial(CountingEnv, max_count=0)] * 2  # max_count < 1 raises in the constructor
     with pytest.raises(ValueError, match="max_count must be >= 1"):
@@ -74,6 +85,7 @@ def test_killed_worker_is_detected_within_ten_seconds():
     assert time.monotonic() - start < 10
     assert info.value.worker == 1 and info.value.replicas == [2, 3]
     assert info.value.exitcode == -signal.SIGKILL
+    assert info.value.shifted(4).replicas == [6, 7]
     collector.shutdown()
     assert worker_processes() == []
 
