@@ -104,10 +104,11 @@ class _ReportWhereResultsAre(Callback):
     """Say where the logs and the last checkpoint went, so a user need not search."""
 
     def on_train_end(self, trainer: Trainer, pl_module) -> None:
+        log_dir = trainer.log_dir  # a broadcast under DDP: every rank must ask
         if not trainer.is_global_zero:
             return
-        if trainer.logger is not None and trainer.log_dir:
-            print(f"Metrics logged under {Path(trainer.log_dir).resolve()}")
+        if trainer.logger is not None and log_dir:
+            print(f"Metrics logged under {Path(log_dir).resolve()}")
         checkpoint = trainer.checkpoint_callback
         if checkpoint is not None and checkpoint.last_model_path:
             print(f"Last checkpoint: {Path(checkpoint.last_model_path).resolve()}")

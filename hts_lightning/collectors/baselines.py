@@ -32,13 +32,17 @@ def make_collector(
     seed: int = 0,
     device: torch.device | str | None = None,
     inference: str = "auto",
+    replica_offset: int = 0,
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
 
     Every kind yields ``num_envs * sync_interval`` frames per batch from the same env factory
     and policy. The TorchRL baselines hold the process count at ``num_workers`` by giving each
     process a ``SerialEnv`` of ``num_envs / num_workers`` replicas. ``inference`` is the
-    HTSCollector's (where its policy runs).
+    HTSCollector's (where its policy runs). ``replica_offset`` is the global index of the first
+    replica of a shard (one rank of many): the HTSCollector seeds each replica by its global
+    index; the TorchRL collectors, which seed their envs ``seed, seed + 1, ...``, start at
+    ``seed + replica_offset``.
     """
     if kind not in COLLECTOR_KINDS:
         raise ValueError(f"Unknown collector kind {kind!r}; choose one of {COLLECTOR_KINDS}.")
@@ -54,6 +58,7 @@ def make_collector(
             seed=seed,
             device=device,
             inference=inference,
+            replica_offset=replica_offset,
         )
     workers = max(num_workers, 1)
     if num_envs % workers:
@@ -75,5 +80,5 @@ def make_collector(
     else:
         cls = MultiSyncCollector if kind == "multi_sync" else MultiAsyncCollector
         collector = cls([per_worker] * workers, policy, **common)
-    collector.set_seed(seed)
+    collector.set_seed(seed + replica_offset)
     return collector

@@ -19,7 +19,8 @@ class ACKTR(A2C):
     the value output with unit Gaussian noise, at the same parameters as the gradient) updates
     K-FAC's factors; its gradients are computed with ``torch.autograd.grad`` and never touch
     the policy-gradient buffers. The step size is bounded by ACKTR's KL clip, so gradients are
-    not clipped by norm by default.
+    not clipped by norm by default. Under a DDP strategy the ranks average their factors after
+    every Fisher pass.
 
     Args (keyword-only, beside :class:`OnPolicyModule`'s; ``lr`` defaults to 0.25):
         momentum, stat_decay, damping, kl_clip, inv_update_interval: :class:`KFAC`'s.
@@ -67,9 +68,25 @@ class ACKTR(A2C):
         flat = batch.reshape(-1)
         with self.parameters_at(self._gradient_version):
             self.fisher_pass(flat)
+        self._average_factors()
         out = self.gradient_step(flat)
         out["kl_scale"] = torch.tensor(self.optimizers().optimizer.last_kl_scale)
         return out
+
+    def _average_factors(self) -> None:
+        """Under DDP, every rank takes the mean of the ranks' factors: the statistics of the
+        whole batch (running averages are linear), and the same preconditioner everywhere."""
+        if self.trainer.world_size == 1:
+            return
+        factors = self.optimizers().optimizer.factors
+        tensors = [
+            factors[name][kind] for name in sorted(factors) for kind in sorted(factors[name])
+        ]
+        mean = self.trainer.strategy.reduce(
+            torch.cat([t.reshape(-1) for t in tensors]), reduce_op="mean"
+        )
+        for tensor, averaged in zip(tensors, mean.split([t.numel() for t in tensors])):
+            tensor.copy_(averaged.view_as(tensor))
 
     def fisher_pass(self, data: TensorDictBase) -> None:
         """Record K-FAC statistics from the sampled Fisher loss on ``data``."""

@@ -184,6 +184,22 @@ class OnPolicyModule(LightningModule):
         updates = -(-max_steps // self.optimizer_steps_per_update)
         return updates * self.frames_per_batch
 
+    def shard(self) -> tuple[int, int]:
+        """(replicas of this rank, global index of its first replica): under a DDP strategy
+        each rank collects ``num_envs / world_size`` of the ``num_envs`` replicas."""
+        world = self.trainer.world_size if self._trainer is not None else 1
+        local = self.hparams.num_envs // world
+        return local, self.global_rank * local
+
+    def setup(self, stage: str) -> None:
+        world = self.trainer.world_size
+        if self.hparams.num_envs % world:
+            raise ValueError(
+                f"num_envs={self.hparams.num_envs} is not divisible by the {world} ranks "
+                "(devices x num_nodes): every rank collects num_envs / ranks replicas. Choose "
+                "num_envs as a multiple of the number of ranks."
+            )
+
     def train_dataloader(self) -> BaseCollector:
         # A new collector counts policy versions from 0 with the weights it is given now (the
         # restored ones after a resume, the trained ones on a second fit): map its versions onto
@@ -191,17 +207,23 @@ class OnPolicyModule(LightningModule):
         self._version_offset = self.updates
         self.__dict__["_behaviour"] = {}
         self._remember_sent_weights()
+        local_envs, replica_offset = self.shard()
         self.__dict__["_collector"] = make_collector(
             self.hparams.collector,
             self.create_env,
             self.actor,
-            num_envs=self.hparams.num_envs,
+            num_envs=local_envs,
             num_workers=self.hparams.num_workers,
             sync_interval=self.hparams.sync_interval,
-            total_frames=self.collection_frames(),
+            total_frames=(
+                num_updates(self.collection_frames(), self.frames_per_batch)
+                * local_envs
+                * self.hparams.sync_interval
+            ),
             seed=self.hparams.seed,
             device=self.hparams.inference_device,
             inference=self.hparams.inference,
+            replica_offset=replica_offset,
         )
         return self._collector
 
@@ -233,8 +255,7 @@ class OnPolicyModule(LightningModule):
         with torch.no_grad(), self.parameters_at(self._gradient_version):
             self.loss_module.value_estimator(batch)
         if self.hparams.normalize_advantage:
-            advantage = batch["advantage"]
-            batch["advantage"] = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+            batch["advantage"] = self._normalized(batch["advantage"])
         diagnostics = self.update(batch)
         diagnostics["explained_variance"] = explained_variance(
             batch["state_value"], batch["value_target"]
@@ -301,6 +322,26 @@ class OnPolicyModule(LightningModule):
             raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
         return low + self._version_offset
 
+    def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
+        """Advantages standardized over the batch of every rank (all ranks' shards)."""
+        world = self.trainer.world_size
+        if world == 1:
+            return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        moments = torch.stack([advantage.mean(), advantage.pow(2).mean()])
+        mean, square = self.trainer.strategy.reduce(moments, reduce_op="mean")
+        count = advantage.numel() * world
+        std = ((square - mean**2).clamp_min(0) * count / (count - 1)).sqrt()
+        return (advantage - mean) / (std + 1e-8)
+
+    def _gathered(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` (1-d, length up to one rank's batch) of every rank, in rank order."""
+        if self.trainer.world_size == 1:
+            return values
+        padded = values.new_full((self.frames_per_batch // self.trainer.world_size,), torch.nan)
+        padded[: values.numel()] = values
+        gathered = self.all_gather(padded).reshape(-1)
+        return gathered[~gathered.isnan()]
+
     def _remember_sent_weights(self) -> None:
         snapshot = {n: p.detach().clone() for n, p in self.loss_module.named_parameters()}
         behaviour = self.__dict__["_behaviour"]
@@ -309,16 +350,25 @@ class OnPolicyModule(LightningModule):
             del behaviour[version]
 
     def _log_step(self, batch, diagnostics, behaviour_version, waited, start) -> None:
-        self.frames += batch.numel()
+        # Every rank sees the same numbers: frames, episodes and losses of all shards.
+        world = self.trainer.world_size
+        self.frames += batch.numel() * world
         done = batch["next", "done"].squeeze(-1)
-        metrics = {f"train/{k}": v.float().mean() for k, v in diagnostics.items()}
-        if done.any() and ("next", "episode_reward") in batch.keys(True):
-            returns = batch["next", "episode_reward"].squeeze(-1)[done]
-            self.recent_returns.extend(returns.tolist())
-            metrics["rollout/episode_return"] = returns.float().mean()
-            if ("next", "step_count") in batch.keys(True):
-                lengths = batch["next", "step_count"].squeeze(-1)[done]
-                metrics["rollout/episode_length"] = lengths.float().mean()
+        names = sorted(diagnostics)
+        means = torch.stack([diagnostics[k].float().mean() for k in names])
+        if world > 1:
+            means = self.trainer.strategy.reduce(means, reduce_op="mean")
+        metrics = {f"train/{k}": v for k, v in zip(names, means)}
+        keys = batch.keys(True)
+        if ("next", "episode_reward") in keys:
+            returns = self._gathered(batch["next", "episode_reward"].squeeze(-1)[done].float())
+            if returns.numel():
+                self.recent_returns.extend(returns.tolist())
+                metrics["rollout/episode_return"] = returns.mean()
+            if ("next", "step_count") in keys:
+                lengths = self._gathered(batch["next", "step_count"].squeeze(-1)[done].float())
+                if lengths.numel():
+                    metrics["rollout/episode_length"] = lengths.mean()
         if self.recent_returns:
             metrics["rollout/return_last_20"] = statistics.fmean(self.recent_returns)
         elapsed = time.perf_counter() - self._started

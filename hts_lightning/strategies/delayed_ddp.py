@@ -1,0 +1,67 @@
+"""Lightning's DDP for the HTS-RL modules, registered as ``hts_ddp``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning.pytorch.overrides.distributed import _register_ddp_comm_hook
+from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
+
+__all__ = ["DelayedGradientDDPStrategy"]
+
+
+class DelayedGradientDDPStrategy(DDPStrategy):
+    """Many learners, one policy: DDP over torch.distributed for A2C, PPO and ACKTR.
+
+    Every rank runs one learner and owns one collector shard: ``num_envs / world_size``
+    replicas with global indices from ``rank * num_envs / world_size``, seeded by that index,
+    so that the union of the shards is the set of replicas one process would hold (the
+    module does the sharding, for any strategy). DDP averages each backward's gradients
+    across ranks while the backward runs (bucket by bucket: the all-reduce overlaps the
+    rest of the backward), and the module takes that gradient at the behaviour parameters
+    theta_{k-1} and applies it to theta_k: the one-step delayed gradient. Every rank applies
+    the same averaged step to the same parameters, so the ranks stay identical.
+
+    Beyond :class:`~lightning.pytorch.strategies.DDPStrategy`: communication hooks
+    (``ddp_comm_hook``, ``ddp_comm_state``, ``ddp_comm_wrapper``) are registered on CPU (gloo)
+    as well, where Lightning registers them only on CUDA, and unused parameters are not
+    searched for (every parameter takes part in the losses).
+
+    A hook that started a reduction and consumed it at the next step would add a second step
+    of delay (the gradient of batch k applied at update k+1): the policy lag would no longer
+    be exactly one, so none is installed by default.
+
+    Use ``--trainer.strategy hts_ddp`` in a recipe, or ``Trainer(strategy="hts_ddp")``.
+
+    Example:
+        >>> from lightning.pytorch.strategies import StrategyRegistry
+        >>> StrategyRegistry["hts_ddp"]["strategy"].__name__
+        'DelayedGradientDDPStrategy'
+    """
+
+    strategy_name = "hts_ddp"
+
+    def __init__(self, *, find_unused_parameters: bool = False, **kwargs: Any) -> None:
+        super().__init__(find_unused_parameters=find_unused_parameters, **kwargs)
+
+    @classmethod
+    def register_strategies(cls, strategy_registry: Any) -> None:
+        strategy_registry.register(
+            cls.strategy_name,
+            cls,
+            description="HTS-RL: one collector shard per rank, delayed-gradient DDP",
+            override=True,
+        )
+
+    def _register_ddp_hooks(self) -> None:
+        if self._ddp_comm_hook is None and self._ddp_comm_wrapper is None:
+            return
+        _register_ddp_comm_hook(
+            model=self.model,
+            ddp_comm_state=self._ddp_comm_state,
+            ddp_comm_hook=self._ddp_comm_hook,
+            ddp_comm_wrapper=self._ddp_comm_wrapper,
+        )
+
+
+DelayedGradientDDPStrategy.register_strategies(StrategyRegistry)

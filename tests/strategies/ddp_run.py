@@ -1,0 +1,113 @@
+"""One training run for the distributed tests; every rank writes what it saw to --out.
+
+Run directly (Lightning's own launcher starts the other ranks) or under torchrun (the rank
+comes from its environment). Not a test module: tests/strategies/test_delayed_ddp.py runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from lightning import Callback, Trainer
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+from hts_lightning import A2C, ACKTR, PPO, DelayedGradientDDPStrategy
+
+ALGORITHMS = {"a2c": A2C, "ppo": PPO, "acktr": ACKTR}
+HOOK_CALLS = [0]
+
+
+def counting_allreduce(process_group, bucket):
+    """DDP's default all-reduce, counted: shows that a hook registered on CPU runs."""
+    HOOK_CALLS[0] += 1
+    return default_hooks.allreduce_hook(process_group, bucket)
+
+
+def flat_parameters(module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in module.loss_module.parameters()]).clone()
+
+
+class _Record(Callback):
+    def __init__(self):
+        self.parameters = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.parameters.append(flat_parameters(module))
+
+
+def module_kwargs(args) -> dict:
+    kwargs = dict(
+        env_id="CartPole-v1",
+        num_envs=args.num_envs,
+        num_workers=args.num_workers,
+        sync_interval=args.sync_interval,
+        total_frames=args.num_envs * args.sync_interval * args.updates,
+        seed=args.seed,
+        shared_trunk=False,
+        normalize_advantage=True,
+        lr=args.lr,
+    )
+    if args.algorithm == "ppo":
+        kwargs.update(epochs=2, minibatches=2)
+    return kwargs
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--algorithm", default="a2c", choices=sorted(ALGORITHMS))
+    parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--num-nodes", type=int, default=1)
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--num-workers", type=int, default=1)
+    parser.add_argument("--sync-interval", type=int, default=16)
+    parser.add_argument("--updates", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--comm-hook", action="store_true")
+    args = parser.parse_args(argv)
+    cls = ALGORITHMS[args.algorithm]
+    kwargs = module_kwargs(args)
+    if args.algorithm == "acktr":
+        kwargs.pop("lr")
+    module = cls(**kwargs)
+    record = _Record()
+    strategy = DelayedGradientDDPStrategy(
+        ddp_comm_hook=counting_allreduce if args.comm_hook else None,
+        process_group_backend="gloo" if args.accelerator == "cpu" else "nccl",
+    )
+    trainer = Trainer(
+        accelerator=args.accelerator,
+        devices=args.devices,
+        num_nodes=args.num_nodes,
+        strategy=strategy,
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[record],
+    )
+    trainer.fit(module)
+    result = {
+        "world_size": trainer.world_size,
+        "parameters": record.parameters,
+        "recent_returns": list(module.recent_returns),
+        "frames": module.frames,
+        "updates": module.updates,
+        "hook_calls": HOOK_CALLS[0],
+    }
+    if args.algorithm == "acktr":
+        factors = module.optimizers().optimizer.factors
+        result["factors"] = {n: {k: t.clone() for k, t in f.items()} for n, f in factors.items()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(result, out / f"rank{trainer.global_rank}.pt")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

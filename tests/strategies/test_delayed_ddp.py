@@ -1,0 +1,161 @@
+"""The delayed-gradient DDP strategy on CPU with 2 gloo processes (and NCCL where CUDA is)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from lightning.pytorch.strategies import StrategyRegistry
+
+from hts_lightning import A2C, DelayedGradientDDPStrategy
+from tests.conftest import quiet_trainer, worker_processes
+from tests.strategies.ddp_run import _Record, module_kwargs
+
+pytestmark = pytest.mark.distributed
+SCRIPT = Path(__file__).with_name("ddp_run.py")
+ROOT = Path(__file__).parents[2]
+
+
+def _run(out: Path, *args: str, timeout: float = 180) -> list[dict]:
+    """Run ddp_run.py (Lightning launches the other ranks) and load every rank's record."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [torch.load(path) for path in sorted(out.glob("rank*.pt"))]
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> list[dict]:
+    return _run(tmp_path_factory.mktemp("two_ranks"), "--devices", "2")
+
+
+def test_hts_ddp_is_a_registered_ddp_strategy():
+    entry = StrategyRegistry["hts_ddp"]
+    assert entry["strategy"] is DelayedGradientDDPStrategy
+    trainer = quiet_trainer(strategy="hts_ddp", accelerator="cpu", devices=1)
+    assert isinstance(trainer.strategy, DelayedGradientDDPStrategy)
+
+
+def test_parameters_are_identical_across_ranks_after_every_update(two_ranks):
+    rank0, rank1 = two_ranks
+    assert rank0["world_size"] == 2 and rank0["updates"] == 6
+    assert len(rank0["parameters"]) == 6
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"]):
+        assert torch.equal(step0, step1)
+
+
+def test_two_ranks_with_half_the_envs_each_match_one_rank_with_all(two_ranks):
+    args = SimpleNamespace(
+        algorithm="a2c", num_envs=8, num_workers=1, sync_interval=16, updates=6, seed=0, lr=3e-3
+    )
+    module = A2C(**module_kwargs(args))
+    record = _Record()
+    quiet_trainer(record).fit(module)
+    rank0 = two_ranks[0]
+    assert rank0["frames"] == module.frames == 8 * 16 * 6  # frames of every shard
+    assert rank0["recent_returns"] == list(module.recent_returns)  # episodes of every shard
+    moved = (record.parameters[-1] - record.parameters[0]).abs().max()
+    assert moved > 1e-3  # the updates did change the parameters...
+    for one, two in zip(record.parameters, rank0["parameters"]):
+        torch.testing.assert_close(two, one, rtol=0, atol=1e-5)  # ...the same way on 2 ranks
+
+
+def test_two_identical_two_rank_runs_are_bitwise_identical(two_ranks, tmp_path):
+    again = _run(tmp_path, "--devices", "2")
+    for first, second in zip(two_ranks[0]["parameters"], again[0]["parameters"]):
+        assert torch.equal(first, second)
+
+
+def test_ppo_with_a_communication_hook_registered_on_cpu(tmp_path):
+    rank0, rank1 = _run(tmp_path, "--devices", "2", "--algorithm", "ppo", "--comm-hook")
+    # 2 epochs x 2 minibatches per update, 6 updates: one all-reduce per backward at least.
+    assert rank0["hook_calls"] >= 2 * 2 * 6 and rank1["hook_calls"] == rank0["hook_calls"]
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"]):
+        assert torch.equal(step0, step1)
+    assert not torch.equal(rank0["parameters"][0], rank0["parameters"][-1])
+
+
+def test_acktr_factors_are_averaged_and_identical_on_both_ranks(tmp_path):
+    rank0, rank1 = _run(tmp_path, "--devices", "2", "--algorithm", "acktr", "--updates", "4")
+    assert rank0["factors"].keys() == rank1["factors"].keys() and rank0["factors"]
+    for name, factors in rank0["factors"].items():
+        for kind in ("A", "G"):
+            assert torch.equal(factors[kind], rank1["factors"][name][kind])
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"]):
+        assert torch.equal(step0, step1)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_two_nodes_on_loopback_under_torchrun(two_ranks, tmp_path):
+    port = _free_port()
+    nodes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc_per_node=1",
+                f"--node_rank={node}",
+                "--master_addr=127.0.0.1",
+                f"--master_port={port}",
+                str(SCRIPT),
+                "--out",
+                str(tmp_path),
+                "--devices",
+                "1",
+                "--num-nodes",
+                "2",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for node in range(2)
+    ]
+    outputs = [node.communicate(timeout=180)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    records = [torch.load(path) for path in sorted(tmp_path.glob("rank*.pt"))]
+    assert [r["world_size"] for r in records] == [2, 2]
+    # Two nodes of one process each are the same two ranks as one node with two devices.
+    for node_run, device_run in zip(records[0]["parameters"], two_ranks[0]["parameters"]):
+        assert torch.equal(node_run, device_run)
+
+
+def test_num_envs_not_divisible_by_the_ranks_is_a_clear_error(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--devices", "2", "--num-envs", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "num_envs=3 is not divisible by the 2 ranks" in done.stderr
+    assert worker_processes() == []
+
+
+@pytest.mark.gpu
+def test_nccl_ranks_stay_identical(tmp_path):
+    devices = min(torch.cuda.device_count(), 2)
+    records = _run(tmp_path, "--accelerator", "gpu", "--devices", str(devices))
+    assert len(records) == devices
+    for record in records[1:]:
+        for mine, first in zip(record["parameters"], records[0]["parameters"]):
+            assert torch.equal(mine, first)
