@@ -154,7 +154,9 @@ def test_the_policy_model_loads_and_acts(trained):
     assert info.metadata["env_id"] == "CartPole-v1"
     assert info.signature.inputs.to_dict()[0]["tensor-spec"]["shape"] == (-1, 4)
     (version,) = client.search_model_versions(f"name = '{REGISTERED}'")
-    assert version.run_id == run.info.run_id
+    assert version.run_id == run.info.run_id and version.version == "1"
+    registered = mlflow.pytorch.load_model(f"models:/{REGISTERED}/1")
+    assert torch.equal(registered(observations), actions)
 
 
 def test_evaluate_a_model_uri_logs_a_nested_run(trained, capsys):
