@@ -18,6 +18,7 @@ Atari env and reports throughput and episode returns; it writes a JSON summary u
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -133,7 +134,7 @@ class _ReportWhereResultsAre(Callback):
 def _is_mlflow_logger(class_path: str) -> bool:
     module_name, _, name = class_path.rpartition(".")
     try:
-        cls = getattr(__import__(module_name, fromlist=[name]), name)
+        cls = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError):
         return False
     return isinstance(cls, type) and issubclass(cls, MLFlowLogger)

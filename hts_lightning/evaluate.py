@@ -100,7 +100,9 @@ def load_policy(source: str, *, tracking_uri: str) -> _Loaded:
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     module_class = _module_class(checkpoint, path)
     module = module_class.load_from_checkpoint(path, map_location="cpu")
-    observation = module.create_env().reset()["observation"]
+    probe = module.create_env()
+    observation = probe.reset()["observation"]
+    probe.close()
     policy = TensorPolicy(module.actor, observation_ndim=observation.dim())
     run = checkpoint.get(CHECKPOINT_KEY) or {}
     return _Loaded(
@@ -280,7 +282,9 @@ def evaluate(argv: list[str]) -> int:
     env_id = args.env or loaded.env_id
     if env_id is None:
         raise ValueError(f"{args.source} does not name its env: pass --env (e.g. CartPole-v1).")
-    create_env = env_factory(env_id, **loaded.env_kwargs)
+    # The trained env's arguments (e.g. Atari's sticky actions) apply to that env only.
+    env_kwargs = loaded.env_kwargs if env_id == loaded.env_id else {}
+    create_env = env_factory(env_id, **env_kwargs)
     returns, lengths, frames = run_episodes(
         loaded.policy,
         create_env,
