@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -152,23 +153,30 @@ def log_policy_model(
         "algorithm": type(module).__name__,
         "frames": int(getattr(module, "frames", 0)),
     }
-    # Pickle, not MLflow 3's default "pt2": torch.export would fix the batch size to the
-    # example's and cannot trace the TensorDict operators. Loading needs hts-lightning
-    # installed. Explicit requirements: inferring them costs MLflow ~10 s in a subprocess.
+    # Pickle, not MLflow 3.17's default "pt2": its torch.export specialized the batch size to
+    # the input example's (1). Loading needs hts-lightning installed. Explicit requirements:
+    # inferring them costs MLflow ~10 s in a subprocess.
     requirements = [
         f"hts-lightning=={package_version()}",
         f"torch=={torch.__version__.split('+')[0]}",
     ]
     mlflow.set_tracking_uri(tracking_uri)  # log_model resolves the store from the global URI
-    # In the run's context, so that the model lands in the run's experiment.
-    with torch.no_grad(), mlflow.start_run(run_id=run_id):
-        return mlflow.pytorch.log_model(
-            policy,
-            name=name,
-            signature=signature,
-            input_example=example.numpy(),
-            metadata=metadata,
-            registered_model_name=registered_model_name,
-            serialization_format="pickle",
-            pip_requirements=requirements,
-        )
+    # In the run's context, so that the model lands in the run's experiment. MLflow's warning
+    # that pickle is less safe than pt2 is about a choice made above on purpose.
+    pickle_warning = logging.getLogger("mlflow.pytorch")
+    level = pickle_warning.level
+    pickle_warning.setLevel(logging.ERROR)
+    try:
+        with torch.no_grad(), mlflow.start_run(run_id=run_id):
+            return mlflow.pytorch.log_model(
+                policy,
+                name=name,
+                signature=signature,
+                input_example=example.numpy(),
+                metadata=metadata,
+                registered_model_name=registered_model_name,
+                serialization_format="pickle",
+                pip_requirements=requirements,
+            )
+    finally:
+        pickle_warning.setLevel(level)

@@ -92,7 +92,6 @@ class MLflowLogger(MLFlowLogger):
         self._checkpoint_dir = save_dir
         self.log_policy = log_policy
         self.registered_model_name = registered_model_name
-        self.resumed = run_id is not None
 
     @property
     def tracking_uri(self) -> str:
@@ -106,6 +105,8 @@ class MLflowLogger(MLFlowLogger):
 
     @property
     def experiment(self):
+        """The ``MlflowClient`` (rank zero); a ``run_id`` missing from the store is an error
+        that says how to fix it, not MLflow's bare "Run not found"."""
         if not self._initialized and self._run_id is not None and rank_zero_only.rank == 0:
             from mlflow.exceptions import MlflowException
 
