@@ -74,7 +74,8 @@ class MLflowTracking(Callback):
         >>> from hts_lightning import A2C
         >>> from hts_lightning.tracking import MLflowLogger
         >>> store = tempfile.mkdtemp()
-        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store)
+        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store,
+        ...                       artifact_location=f"{store}/artifacts")
         >>> module = A2C(num_envs=2, num_workers=0, sync_interval=8, total_frames=16)
         >>> Trainer(max_epochs=1, logger=logger, callbacks=[MLflowTracking()],
         ...         enable_checkpointing=False, enable_progress_bar=False,

@@ -51,7 +51,8 @@ class SaveConfigToMLflow(SaveConfigCallback):
         >>> parser = ArgumentParser()
         >>> _ = parser.add_argument("--lr", type=float, default=0.001)
         >>> store = tempfile.mkdtemp()
-        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store)
+        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store,
+        ...                       artifact_location=f"{store}/artifacts")
         >>> trainer = Trainer(logger=logger, enable_progress_bar=False)
         >>> saver = SaveConfigToMLflow(parser, parser.parse_args([]), save_to_log_dir=False)
         >>> saver.save_config(trainer, None, "fit")

@@ -57,11 +57,14 @@ class MLflowLogger(MLFlowLogger):
             from the checkpoint).
         log_policy: log the trained policy as an MLflow model named ``"model"`` at the end.
         registered_model_name: also register that model under this name in the model registry.
+        artifact_location: where a new experiment keeps its artifacts (default: the store's
+            choice; ``./mlruns`` for a SQLite store without a server).
 
     Example:
         >>> import tempfile
         >>> store = tempfile.mkdtemp()
-        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store)
+        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store,
+        ...                       artifact_location=f"{store}/artifacts")
         >>> logger.log_metrics({"perf/fps": 100.0}, step=16)
         >>> [m.step for m in logger.experiment.get_metric_history(logger.run_id, "perf/fps")]
         [16]
@@ -79,6 +82,7 @@ class MLflowLogger(MLFlowLogger):
         run_id: str | None = None,
         log_policy: bool = True,
         registered_model_name: str | None = None,
+        artifact_location: str | None = None,
     ):
         super().__init__(
             experiment_name=experiment_name,
@@ -88,6 +92,7 @@ class MLflowLogger(MLFlowLogger):
             save_dir=save_dir,
             log_model=log_model,
             run_id=run_id,
+            artifact_location=artifact_location,
         )
         self._checkpoint_dir = save_dir
         self.log_policy = log_policy
