@@ -2,7 +2,13 @@
 
 ``hts-rl fit --config recipes/<name>.yaml [--model.init_args.lr 1e-4 ...]`` trains with
 LightningCLI (Lightning 2.x has no ``lightning run`` command; this is its replacement):
-``fit``, ``validate`` and ``--print_config`` are LightningCLI's own.
+``fit``, ``validate`` and ``--print_config`` are LightningCLI's own. Runs are tracked with
+MLflow (``sqlite:///mlflow.db`` in the working directory unless ``MLFLOW_TRACKING_URI`` or
+``--trainer.logger.init_args.tracking_uri`` says otherwise); ``--ckpt_path PATH`` continues
+the checkpoint's MLflow run.
+
+``hts-rl evaluate SOURCE [--episodes 10] [--sample] [--video out.gif]`` plays a checkpoint or
+an MLflow model URI (``runs:/<run id>/model``) and logs the mean and std of its raw return.
 
 ``hts-rl collect`` runs the HTSCollector with a freshly initialized actor-critic on a gym or
 Atari env and reports throughput and episode returns; it writes a JSON summary under
@@ -12,6 +18,7 @@ Atari env and reports throughput and episode returns; it writes a JSON summary u
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -23,11 +30,15 @@ import torch
 from lightning import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.loggers import MLFlowLogger
 
 from hts_lightning.collectors import HTSCollector
 from hts_lightning.envs import env_factory
+from hts_lightning.evaluate import evaluate
 from hts_lightning.models import make_actor_critic
 from hts_lightning.modules import OnPolicyModule
+from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
+from hts_lightning.tracking.callback import CHECKPOINT_KEY
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -101,38 +112,76 @@ def build_collect_parser() -> argparse.ArgumentParser:
 
 
 class _ReportWhereResultsAre(Callback):
-    """Say where the logs and the last checkpoint went, so a user need not search."""
+    """Say where the run and the last checkpoint went, so a user need not search (at the end
+    of fitting: the last checkpoint is written at the end of training)."""
 
-    def on_train_end(self, trainer: Trainer, pl_module) -> None:
-        log_dir = trainer.log_dir  # a broadcast under DDP: every rank must ask
+    def on_fit_end(self, trainer: Trainer, pl_module) -> None:
         if not trainer.is_global_zero:
             return
-        if trainer.logger is not None and log_dir:
-            print(f"Metrics logged under {Path(log_dir).resolve()}")
+        for logger in trainer.loggers:
+            if isinstance(logger, MLFlowLogger):
+                uri = logger._tracking_uri
+                print(f"MLflow run {logger.run_id} (experiment {logger.experiment_id}) in {uri}")
+                if uri.startswith("sqlite:"):
+                    print(f"  browse it: mlflow ui --backend-store-uri {uri}")
+            elif logger.log_dir:
+                print(f"Metrics logged under {Path(logger.log_dir).resolve()}")
         checkpoint = trainer.checkpoint_callback
         if checkpoint is not None and checkpoint.last_model_path:
             print(f"Last checkpoint: {Path(checkpoint.last_model_path).resolve()}")
 
 
+def _is_mlflow_logger(class_path: str) -> bool:
+    module_name, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, MLFlowLogger)
+
+
+class _HtsCLI(LightningCLI):
+    """LightningCLI that continues the checkpoint's MLflow run when resuming."""
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        ckpt_path = config.get("ckpt_path")
+        logger = config.get("trainer", {}).get("logger")
+        if not ckpt_path or not Path(ckpt_path).is_file() or not hasattr(logger, "class_path"):
+            return
+        init_args = logger.get("init_args")
+        if (
+            not _is_mlflow_logger(logger.class_path)
+            or init_args is None
+            or init_args.get("run_id") is not None
+        ):
+            return
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        run = checkpoint.get(CHECKPOINT_KEY)
+        if run and run.get("run_id"):
+            # The run id is passed to the logger as an argument, before it starts a run.
+            init_args.run_id = run["run_id"]
+            print(f"Continuing MLflow run {run['run_id']} from {ckpt_path}")
+
+
 def _fit(argv: list[str] | None) -> int:
     # Our checkpoints are taken between updates, after the optimizer step, by design.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-    LightningCLI(
+    _HtsCLI(
         OnPolicyModule,
         subclass_mode_model=True,
         args=argv,
         trainer_defaults={
             "max_epochs": 1,  # one epoch = the module's total_frames
-            "logger": {
-                "class_path": "lightning.pytorch.loggers.CSVLogger",
-                "init_args": {"save_dir": "runs"},
-            },
+            "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
             "callbacks": [
                 _ReportWhereResultsAre(),
                 ModelCheckpoint(save_last=True, every_n_train_steps=50),
+                MLflowTracking(),
             ],
         },
-        save_config_kwargs={"overwrite": True},
+        save_config_callback=SaveConfigToMLflow,
+        save_config_kwargs={"save_to_log_dir": False},
         auto_configure_optimizers=False,
     )
     return 0
@@ -142,10 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         if not words or words[:1] in (["-h"], ["--help"]):
-            print(f"usage: hts-rl {{fit,validate,collect}} ...\n\n{__doc__}")
+            print(f"usage: hts-rl {{fit,validate,collect,evaluate}} ...\n\n{__doc__}")
             return 0
         if words[:1] == ["collect"]:
             return _collect(build_collect_parser().parse_args(words[1:]))
+        if words[:1] == ["evaluate"]:
+            return evaluate(words[1:])
         return _fit(argv)  # None: LightningCLI reads sys.argv itself
     except ValueError as error:
         print(f"hts-rl: error: {error}", file=sys.stderr)

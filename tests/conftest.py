@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import psutil
 import pytest
@@ -35,6 +36,20 @@ def shm_entries() -> set[str]:
 @pytest.fixture(autouse=True)
 def _seed_global_rng():
     torch.manual_seed(1234)
+
+
+@pytest.fixture(autouse=True)
+def _forget_mlflow_global_tracking_uri(monkeypatch):
+    """MLflow keeps the last tracking URI in a global and in MLFLOW_TRACKING_URI (Lightning's
+    MLflow logger sets both): forget the global after each test and put the variable back,
+    so that no test logs to the store of an earlier one."""
+    original = os.environ.get("MLFLOW_TRACKING_URI")
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    yield
+    if "mlflow" in sys.modules:
+        sys.modules["mlflow"].set_tracking_uri(None)
+    if original is not None:
+        os.environ["MLFLOW_TRACKING_URI"] = original
 
 
 def pytest_collection_modifyitems(config, items):

@@ -20,6 +20,10 @@ MODULES = [
     "hts_lightning.modules.ppo",
     "hts_lightning.modules.acktr",
     "hts_lightning.envs.factory",
+    "hts_lightning.models.tensor_policy",
+    "hts_lightning.tracking.mlflow",
+    "hts_lightning.tracking.config",
+    "hts_lightning.tracking.callback",
 ]
 
 

@@ -1,12 +1,14 @@
-"""Every recipe runs two updates through the real ``hts-rl fit`` with tiny overrides."""
+"""Every recipe runs two updates through the real ``hts-rl fit`` with tiny overrides, logged to
+MLflow (the default logger), in a SQLite store of the test's own."""
 
 from __future__ import annotations
 
-import csv
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from hts_lightning.cli import main
 
@@ -28,10 +30,22 @@ def test_the_recipes_we_promise_exist():
     assert promised <= names
 
 
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory):
+    """An MLflow SQLite file with its tables made, for each test to copy: making them runs
+    MLflow's migrations, which take seconds."""
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
 @pytest.mark.smoke
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
-def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch):
+def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch, empty_store):
     monkeypatch.chdir(tmp_path)
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     init_args = yaml.safe_load(recipe.read_text())["model"]["init_args"]
     overrides = [
         "--model.init_args.num_envs=2",
@@ -44,12 +58,15 @@ def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch):
     if "minibatches" in init_args:
         overrides.append("--model.init_args.minibatches=2")
     assert main(["fit", "--config", str(recipe), *overrides]) == 0
-    metrics = list(Path("runs").rglob("metrics.csv"))
-    assert len(metrics) == 1
-    rows = [r for r in csv.DictReader(metrics[0].open()) if r.get("train/loss_objective")]
-    assert len(rows) == 2  # two updates, both logged
-    assert float(rows[-1]["perf/frames"]) == 32
-    assert [int(r["step"]) for r in rows] == [16, 32]  # the env-frame count is the step
-    assert all(float(r["perf/fps"]) > 0 for r in rows)
-    assert float(rows[-1]["perf/policy_lag"]) == 1.0
+    client = MlflowClient(store)
+    (run,) = client.search_runs([client.get_experiment_by_name("hts-rl").experiment_id])
+
+    def history(key):
+        return client.get_metric_history(run.info.run_id, key)
+
+    assert len(history("train/loss_objective")) == 2  # two updates, both logged
+    assert [m.step for m in history("perf/frames")] == [16, 32]  # the env-frame count is the step
+    assert history("perf/frames")[-1].value == 32
+    assert all(m.value > 0 for m in history("perf/fps"))
+    assert history("perf/policy_lag")[-1].value == 1.0
     assert list(Path("runs").rglob("last.ckpt")), "a last checkpoint is written"

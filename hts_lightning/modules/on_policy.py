@@ -202,10 +202,9 @@ class OnPolicyModule(LightningModule):
 
     def train_dataloader(self) -> BaseCollector:
         # A new collector counts policy versions from 0 with the weights it is given now (the
-        # restored ones after a resume, the trained ones on a second fit): map its versions onto
-        # our update count and keep only the snapshot of these weights.
+        # trained ones on a second fit), or from its restored state when Lightning resumes a
+        # run: ``_behaviour_version`` maps its versions onto our update count.
         self._version_offset = self.updates
-        self.__dict__["_behaviour"] = {}
         self._remember_sent_weights()
         local_envs, replica_offset = self.shard()
         self.__dict__["_collector"] = make_collector(
@@ -242,6 +241,11 @@ class OnPolicyModule(LightningModule):
         return optimizer
 
     def on_train_start(self) -> None:
+        # A collector whose state Lightning restored on resume (it has "sent" versions before
+        # its first batch) still counts the versions of the interrupted run, but acts with the
+        # weights it is given: sending them once more makes it label its batches with them.
+        if (getattr(self._collector, "policy_version", None) or 0) > 0:
+            self._collector.update_policy_weights_()
         self._started = time.perf_counter()
         self._last_step_end = self._started
 
@@ -320,7 +324,12 @@ class OnPolicyModule(LightningModule):
         low, high = int(versions.min()), int(versions.max())
         if low != high:
             raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
-        return low + self._version_offset
+        # The collector counts the weights sent to it, we count updates: both advance by one
+        # per update, so their difference maps its versions onto ours (for a fresh collector
+        # and for one whose state Lightning restored on resume alike).
+        sent = getattr(self._collector, "policy_version", None)
+        offset = self._version_offset if sent is None else self.updates - sent
+        return low + offset
 
     def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
         """Advantages standardized over the batch of every rank (all ranks' shards)."""
@@ -394,6 +403,27 @@ class OnPolicyModule(LightningModule):
 
     def _is_last_update(self) -> bool:
         return self.frames >= self.collection_frames()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # The class (for hts-rl evaluate) and the progress counters: a resumed run logs at the
+        # right env-frame steps.
+        checkpoint["hts_module_class"] = f"{type(self).__module__}.{type(self).__qualname__}"
+        checkpoint["hts_progress"] = {
+            "updates": self.updates,
+            "frames": self.frames,
+            "recent_returns": list(self.recent_returns),
+            # The sent parameters the delayed gradient of the next batch may need.
+            "behaviour_parameters": dict(self.__dict__["_behaviour"]),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        progress = checkpoint.get("hts_progress")
+        if progress is not None:
+            self.updates = progress["updates"]
+            self.frames = progress["frames"]
+            self.recent_returns.clear()
+            self.recent_returns.extend(progress["recent_returns"])
+            self.__dict__["_behaviour"] = dict(progress["behaviour_parameters"])
 
     def configure_callbacks(self) -> list[Callback]:
         return [_ShutDownCollector()]

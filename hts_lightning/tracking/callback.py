@@ -1,0 +1,183 @@
+"""What the MLflow logger cannot do alone: tags, the run id in checkpoints, the final model."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning import Callback, LightningModule, Trainer
+from lightning.pytorch.loggers import MLFlowLogger
+
+from hts_lightning.models.tensor_policy import TensorPolicy
+
+__all__ = ["CHECKPOINT_KEY", "MLflowTracking", "git_commit", "package_version"]
+
+#: Where the run's identity is kept in a checkpoint (read by ``hts-rl fit --ckpt_path``).
+CHECKPOINT_KEY = "hts_mlflow"
+
+
+def package_version() -> str:
+    """The installed version of hts-lightning (``"unknown"`` when not installed)."""
+    try:
+        return importlib.metadata.version("hts-lightning")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout the package is imported from, ``+dirty`` when it has
+    uncommitted changes to tracked files; ``None`` outside a git checkout."""
+    folder = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head
+
+
+def _mlflow_logger(trainer: Trainer) -> MLFlowLogger | None:
+    for logger in trainer.loggers:
+        if isinstance(logger, MLFlowLogger):
+            return logger
+    return None
+
+
+class MLflowTracking(Callback):
+    """Tags the MLflow run, stores its id in checkpoints, logs the trained policy as a model.
+
+    It acts only when the Trainer has an MLflow logger (it is in every ``hts-rl fit`` run).
+
+    - At the start of fitting: tags ``hts.version``, ``hts.git_commit`` (also MLflow's own
+      ``mlflow.source.git.commit``; absent outside a git checkout), ``hts.seed``,
+      ``hts.world_size``, ``hts.collector``, ``hts.algorithm`` and ``hts.env_id``.
+    - In every checkpoint: the run id, experiment id and tracking URI under
+      ``checkpoint["hts_mlflow"]``, so that ``hts-rl fit --ckpt_path`` continues the run.
+    - At the end of training, when the logger's ``log_policy`` is true (default): the policy as
+      an MLflow PyTorch model named ``"model"`` (a :class:`TensorPolicy`: observations in,
+      greedy action indices out), with a signature, an input example and the env id in its
+      metadata; registered as ``registered_model_name`` when the logger has one.
+
+    Example:
+        >>> import tempfile
+        >>> from lightning import Trainer
+        >>> from hts_lightning import A2C
+        >>> from hts_lightning.tracking import MLflowLogger
+        >>> store = tempfile.mkdtemp()
+        >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store,
+        ...                       artifact_location=f"{store}/artifacts")
+        >>> module = A2C(num_envs=2, num_workers=0, sync_interval=8, total_frames=16)
+        >>> Trainer(max_epochs=1, logger=logger, callbacks=[MLflowTracking()],
+        ...         enable_checkpointing=False, enable_progress_bar=False,
+        ...         enable_model_summary=False).fit(module)
+        >>> logger.experiment.get_run(logger.run_id).data.tags["hts.algorithm"]
+        'A2C'
+    """
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        logger = _mlflow_logger(trainer)
+        if logger is None or not trainer.is_global_zero:
+            return
+        hparams = pl_module.hparams
+        tags = {
+            "hts.version": package_version(),
+            "hts.seed": hparams.get("seed"),
+            "hts.world_size": trainer.world_size,
+            "hts.collector": hparams.get("collector"),
+            "hts.algorithm": type(pl_module).__name__,
+            "hts.env_id": hparams.get("env_id"),
+        }
+        commit = git_commit()
+        if commit is not None:
+            tags["hts.git_commit"] = commit
+            tags["mlflow.source.git.commit"] = commit.removesuffix("+dirty")
+        for key, value in tags.items():
+            if value is not None:
+                logger.experiment.set_tag(logger.run_id, key, str(value))
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        logger = _mlflow_logger(trainer)
+        if logger is None or not trainer.is_global_zero:
+            return
+        checkpoint[CHECKPOINT_KEY] = {
+            "run_id": logger.run_id,
+            "experiment_id": logger.experiment_id,
+            "tracking_uri": logger._tracking_uri,
+        }
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        logger = _mlflow_logger(trainer)
+        if logger is None or not trainer.is_global_zero or not getattr(logger, "log_policy", True):
+            return
+        log_policy_model(
+            pl_module,
+            run_id=logger.run_id,
+            tracking_uri=logger._tracking_uri,
+            registered_model_name=getattr(logger, "registered_model_name", None),
+        )
+
+
+def log_policy_model(
+    module: LightningModule,
+    *,
+    run_id: str,
+    tracking_uri: str,
+    registered_model_name: str | None = None,
+    name: str = "model",
+):
+    """Log ``module``'s policy to ``run_id`` as an MLflow PyTorch model; returns its
+    ``ModelInfo`` (``model_uri``: ``models:/<model id>``; ``runs:/<run id>/model`` also loads)."""
+    import mlflow
+    from mlflow.models import infer_signature
+
+    probe = module.create_env()
+    observation = probe.reset()["observation"]
+    probe.close()
+    policy = TensorPolicy(module.actor, observation_ndim=observation.dim())
+    example = observation.unsqueeze(0).cpu()
+    signature = infer_signature(example.numpy(), policy(example).numpy())
+    metadata = {
+        "env_id": module.hparams.env_id,
+        "env_kwargs": dict(module.hparams.env_kwargs or {}),
+        "algorithm": type(module).__name__,
+        "frames": int(getattr(module, "frames", 0)),
+    }
+    # Pickle, not MLflow 3.17's default "pt2": its torch.export specialized the batch size to
+    # the input example's (1). Loading needs hts-lightning installed. Explicit requirements:
+    # inferring them costs MLflow ~10 s in a subprocess.
+    requirements = [
+        f"hts-lightning=={package_version()}",
+        f"torch=={torch.__version__.split('+')[0]}",
+    ]
+    mlflow.set_tracking_uri(tracking_uri)  # log_model resolves the store from the global URI
+    # In the run's context, so that the model lands in the run's experiment. MLflow's warning
+    # that pickle is less safe than pt2 is about a choice made above on purpose.
+    pickle_warning = logging.getLogger("mlflow.pytorch")
+    level = pickle_warning.level
+    pickle_warning.setLevel(logging.ERROR)
+    try:
+        with torch.no_grad(), mlflow.start_run(run_id=run_id):
+            return mlflow.pytorch.log_model(
+                policy,
+                name=name,
+                signature=signature,
+                input_example=example.numpy(),
+                metadata=metadata,
+                registered_model_name=registered_model_name,
+                serialization_format="pickle",
+                pip_requirements=requirements,
+            )
+    finally:
+        pickle_warning.setLevel(level)

@@ -1,0 +1,179 @@
+"""Against a real ``mlflow server``: params, frame-step metrics, tags, checkpoint, model,
+registry and ``hts-rl evaluate``, from one short ``hts-rl fit``."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import mlflow
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from hts_lightning import make_gym_env
+from hts_lightning.cli import main
+from tests.tracking.helpers import RECIPES, TINY, child_runs, metric_steps
+
+REGISTERED = "cartpole-ppo-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    log = (root / "server.log").open("w")
+    command = [
+        sys.executable, "-m", "mlflow", "server",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--backend-store-uri", f"sqlite:///{root}/mlflow.db",
+        "--artifacts-destination", str(root / "artifacts"),
+        "--workers", "1",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"mlflow server not healthy: {(root / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # the server and its uvicorn workers
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def trained(server, tmp_path_factory):
+    """One tiny PPO run on CartPole logged to the server: (client, run)."""
+    folder = tmp_path_factory.mktemp("fit")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("MLFLOW_TRACKING_URI", server)
+        recipe = RECIPES / "cartpole_ppo.yaml"
+        overrides = [
+            *TINY,
+            "--model.init_args.minibatches=2",
+            "--model.init_args.epochs=2",  # the recipe's 20 would only cost time here
+            f"--trainer.logger.init_args.registered_model_name={REGISTERED}",
+        ]
+        assert main(["fit", "--config", str(recipe), *overrides]) == 0
+        mlflow.set_tracking_uri(None)
+    client = MlflowClient(server)
+    (run,) = client.search_runs([client.get_experiment_by_name("hts-rl").experiment_id])
+    return client, run
+
+
+def test_the_resolved_recipe_is_logged_as_params_and_artifact(trained):
+    client, run = trained
+    params = run.data.params
+    assert params["model.class_path"] == "hts_lightning.PPO"
+    assert params["model.init_args.env_id"] == "CartPole-v1"
+    assert params["model.init_args.num_envs"] == "2"  # the override, not the recipe's 8
+    assert params["model.init_args.total_frames"] == "32"
+    assert params["model.init_args.lr"] == "0.001"  # from the recipe
+    assert params["model.init_args.epochs"] == "2"
+    assert params["model.init_args.clip_epsilon"] == "0.2"  # from the recipe
+    assert params["trainer.log_every_n_steps"] == "1"
+    assert params["seed_everything"] == "0"
+    config = client.download_artifacts(run.info.run_id, "config/config.yaml")
+    text = Path(config).read_text()
+    assert "total_frames: 32" in text and "class_path: hts_lightning.PPO" in text
+
+
+def test_metrics_are_stepped_by_env_frames_and_tags_name_the_run(trained):
+    client, run = trained
+    assert metric_steps(client, run.info.run_id, "perf/frames") == [(16, 16.0), (32, 32.0)]
+    assert [s for s, _ in metric_steps(client, run.info.run_id, "train/loss_objective")] == [16, 32]
+    assert metric_steps(client, run.info.run_id, "perf/policy_lag")[-1] == (32, 1.0)
+    tags = run.data.tags
+    assert tags["hts.algorithm"] == "PPO"
+    assert tags["hts.seed"] == "0"
+    assert tags["hts.world_size"] == "1"
+    assert tags["hts.collector"] == "hts"
+    assert tags["hts.env_id"] == "CartPole-v1"
+    assert tags["hts.version"] == "0.1.0"
+    assert run.info.status == "FINISHED"
+
+
+def test_checkpoint_is_an_artifact(trained):
+    client, run = trained
+    names = [a.path for a in client.list_artifacts(run.info.run_id, "last")]
+    assert "last/last.ckpt" in names
+    checkpoint = torch.load(
+        client.download_artifacts(run.info.run_id, "last/last.ckpt"), weights_only=False
+    )
+    assert checkpoint["hts_mlflow"]["run_id"] == run.info.run_id
+    assert checkpoint["hts_progress"]["frames"] == 32
+
+
+def test_the_policy_model_loads_and_acts(trained):
+    client, run = trained
+    mlflow.set_tracking_uri(client.tracking_uri)
+    policy = mlflow.pytorch.load_model(f"runs:/{run.info.run_id}/model")
+    env = make_gym_env("CartPole-v1", seed=0)
+    observation = env.reset()["observation"]
+    action = policy(observation.unsqueeze(0))
+    assert action.shape == (1,) and action.dtype == torch.int64 and int(action) in (0, 1)
+    observations = torch.randn(7, 4)
+    actions = policy(observations)
+    assert actions.shape == (7,) and set(actions.tolist()) <= {0, 1}
+    assert torch.equal(actions, policy.logits(observations).argmax(-1))  # greedy
+    info = mlflow.models.get_model_info(f"runs:/{run.info.run_id}/model")
+    assert info.metadata["env_id"] == "CartPole-v1"
+    assert info.signature.inputs.to_dict()[0]["tensor-spec"]["shape"] == (-1, 4)
+    (version,) = client.search_model_versions(f"name = '{REGISTERED}'")
+    assert version.run_id == run.info.run_id and version.version == "1"
+    registered = mlflow.pytorch.load_model(f"models:/{REGISTERED}/1")
+    assert torch.equal(registered(observations), actions)
+
+
+def test_evaluate_a_model_uri_logs_a_nested_run(trained, capsys):
+    client, run = trained
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", client.tracking_uri)
+        source = f"runs:/{run.info.run_id}/model"
+        assert main(["evaluate", source, "--episodes", "3", "--seed", "1"]) == 0
+    assert "over 3 episodes, greedy actions" in capsys.readouterr().out
+    (child,) = child_runs(client, run)
+    metrics = child.data.metrics
+    assert metrics["eval/episodes"] == 3
+    returns = [v for _, v in metric_steps(client, child.info.run_id, "eval/episode_return")]
+    assert len(returns) == 3 and all(math.isfinite(r) and r >= 1 for r in returns)
+    assert metrics["eval/return_mean"] == pytest.approx(sum(returns) / 3)
+    mean = metrics["eval/return_mean"]
+    std = math.sqrt(sum((r - mean) ** 2 for r in returns) / 3)
+    assert metrics["eval/return_std"] == pytest.approx(std)
+    assert child.data.params["actions"] == "greedy"
+    assert child.data.params["source"] == source
