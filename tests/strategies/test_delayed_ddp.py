@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -159,3 +160,38 @@ def test_nccl_ranks_stay_identical(tmp_path):
     for record in records[1:]:
         for mine, first in zip(record["parameters"], records[0]["parameters"]):
             assert torch.equal(mine, first)
+
+
+def test_hts_rl_fit_with_hts_ddp_logs_one_run_with_every_shard(tmp_path):
+    """The recipe route: `--trainer.strategy hts_ddp --trainer.devices 2`, MLflow by default."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hts_lightning.cli",
+            "fit",
+            "--config",
+            str(ROOT / "recipes" / "cartpole_a2c.yaml"),
+            *["--trainer.strategy=hts_ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"],
+            *["--model.init_args.num_envs=4", "--model.init_args.num_workers=1"],
+            *["--model.init_args.sync_interval=8", "--model.init_args.total_frames=96"],
+            *["--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false"],
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "MLFLOW_TRACKING_URI": uri},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = mlflow.MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments)
+    assert len(runs) == 1  # rank 0 logs; the other rank does not start a run of its own
+    run = runs[0]
+    assert run.data.tags["hts.world_size"] == "2"
+    frames = client.get_metric_history(run.info.run_id, "perf/frames")
+    assert [(m.step, m.value) for m in frames] == [(32, 32.0), (64, 64.0), (96, 96.0)]
