@@ -11,10 +11,12 @@ from hts_lightning.envs._registry import check_env_id
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.latency import VariableLatencyEnv
+from hts_lightning.envs.testing import CountingEnv
 
 __all__ = ["env_factory"]
 
 LATENCY_ENV_ID = "VariableLatency"
+COUNTING_ENV_ID = "Counting"
 
 
 def make_latency_env(**env_kwargs) -> TransformedEnv:
@@ -22,12 +24,18 @@ def make_latency_env(**env_kwargs) -> TransformedEnv:
     return TransformedEnv(VariableLatencyEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
 
 
+def make_counting_env(**env_kwargs) -> TransformedEnv:
+    """``CountingEnv`` (for tests and fault drills) with ``"episode_reward"``/``"step_count"``."""
+    return TransformedEnv(CountingEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
+
+
 def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
     """A picklable factory for ``env_id``, checked now (before any process starts).
 
     ``"ALE/..."`` ids get the Atari preprocessing (``make_atari_env``), ``"VariableLatency"``
-    the variable-latency env, any other gymnasium id ``make_gym_env``; each reports the raw
-    ``"episode_reward"`` and ``"step_count"`` that the training modules log. ``env_kwargs``
+    the variable-latency env, ``"Counting"`` the :class:`CountingEnv` of the tests (its
+    ``fail_at`` drills the fault paths), any other gymnasium id ``make_gym_env``; each reports
+    the raw ``"episode_reward"`` and ``"step_count"`` that the training modules log. ``env_kwargs``
     go to the factory (e.g. ``repeat_action_probability`` for Atari, ``std`` for latency).
 
     Example:
@@ -38,6 +46,9 @@ def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
     if env_id == LATENCY_ENV_ID:
         VariableLatencyEnv(**env_kwargs)  # validates the arguments here
         return partial(make_latency_env, **env_kwargs)
+    if env_id == COUNTING_ENV_ID:
+        CountingEnv(**env_kwargs)
+        return partial(make_counting_env, **env_kwargs)
     check_env_id(env_id)
     make = make_atari_env if env_id.startswith("ALE/") else make_gym_env
     return partial(make, env_id, **env_kwargs)

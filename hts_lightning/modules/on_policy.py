@@ -118,6 +118,12 @@ class OnPolicyModule(LightningModule):
             raise ValueError(f"collector must be one of {COLLECTOR_KINDS}, got {collector!r}")
         if lr_schedule not in ("constant", "linear"):
             raise ValueError(f"lr_schedule must be 'constant' or 'linear', got {lr_schedule!r}")
+        if num_workers and num_envs % num_workers:
+            raise ValueError(
+                f"num_envs={num_envs} is not divisible by num_workers={num_workers}: every "
+                "worker process steps the same number of replicas. Choose num_workers among "
+                "the divisors of num_envs."
+            )
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
         self.save_hyperparameters()
@@ -286,6 +292,16 @@ class OnPolicyModule(LightningModule):
             self.manual_backward(total)
         max_norm = self.hparams.max_grad_norm or float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.loss_module.parameters(), max_norm)
+        if not (torch.isfinite(total) and torch.isfinite(norm)):
+            terms = ", ".join(
+                f"{k}={float(v):.4g}" for k, v in losses.items() if k.startswith("loss_")
+            )
+            raise FloatingPointError(
+                f"Non-finite loss or gradient at update {self.updates} ({terms}, gradient norm "
+                f"{float(norm):.4g}); training stopped before the step, so the parameters and "
+                "the checkpoints stay finite. Look for NaN/inf in observations or rewards, or "
+                "lower the learning rate."
+            )
         optimizer.step()
         out = {k: v.detach() for k, v in losses.items()}
         out["grad_norm"] = norm.detach()

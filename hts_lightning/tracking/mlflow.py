@@ -95,8 +95,13 @@ class MLflowLogger(MLFlowLogger):
             artifact_location=artifact_location,
         )
         self._checkpoint_dir = save_dir
+        #: MLflow status of a run that ends by an exception; StopOnSignal makes it "KILLED".
+        self.status_on_failure = "FAILED"
         self.log_policy = log_policy
         self.registered_model_name = registered_model_name
+
+    def finalize(self, status: str = "success") -> None:
+        super().finalize(self.status_on_failure if status == "failed" else status)
 
     @property
     def tracking_uri(self) -> str:

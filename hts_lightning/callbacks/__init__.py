@@ -1,0 +1,5 @@
+"""Lightning callbacks of the training runs."""
+
+from hts_lightning.callbacks.stop_on_signal import StopOnSignal
+
+__all__ = ["StopOnSignal"]

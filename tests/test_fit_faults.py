@@ -1,0 +1,210 @@
+"""`hts-rl fit` under faults: env errors, killed workers, signals, NaN, bad input.
+
+Every run is a real `hts-rl fit` in a subprocess (its own process group and MLflow store), so
+that exit codes, orphan processes and shared memory are those a user would see.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from hts_lightning import A2C
+from hts_lightning.cli import main
+from tests.conftest import quiet_trainer, shm_entries, worker_processes
+
+ROOT = Path(__file__).parents[1]
+RECIPE = str(ROOT / "recipes" / "cartpole_a2c.yaml")
+# Counting env, 2 replicas in 1 worker, 16 frames per update; ModelCheckpoint writes last.ckpt
+# every 50 updates (hts-rl fit's default).
+COUNTING = [
+    "--model.init_args.env_id=Counting",
+    "--model.init_args.num_envs=2",
+    "--model.init_args.num_workers=1",
+    "--model.init_args.sync_interval=8",
+    "--trainer.enable_progress_bar=false",
+]
+
+
+class _Fit:
+    """`hts-rl fit` in a subprocess, tagged so that every process it starts can be found."""
+
+    def __init__(self, tmp_path: Path, *args: str):
+        self.marker = uuid.uuid4().hex
+        self.uri = f"sqlite:///{tmp_path}/mlflow.db"
+        self.cwd = tmp_path
+        env = {**os.environ, "MLFLOW_TRACKING_URI": self.uri, "HTS_TEST_RUN": self.marker}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hts_lightning.cli", "fit", "--config", RECIPE, *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def descendants(self) -> list[psutil.Process]:
+        found = []
+        for process in psutil.process_iter():
+            try:
+                ours = process.environ().get("HTS_TEST_RUN") == self.marker
+                if ours and process.pid != self.process.pid and process.status() != "zombie":
+                    found.append(process)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return found
+
+    def wait_for_checkpoint(self, timeout: float = 120) -> Path:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = list(self.cwd.glob("runs/**/last.ckpt"))
+            if found:
+                time.sleep(0.5)  # let the write finish
+                return found[0]
+            assert self.process.poll() is None, self.process.communicate()[1][-3000:]
+            time.sleep(0.2)
+        raise AssertionError("no last.ckpt within the timeout")
+
+    def finish(self, timeout: float) -> tuple[int, str, float]:
+        start = time.monotonic()
+        _, stderr = self.process.communicate(timeout=timeout)
+        return self.process.returncode, stderr, time.monotonic() - start
+
+    def run_status(self) -> str:
+        client = MlflowClient(self.uri)
+        (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        return run.info.status
+
+
+def _global_step(path: Path) -> int:
+    return torch.load(path, map_location="cpu", weights_only=False)["global_step"]
+
+
+def test_an_env_exception_ends_the_run_with_its_replica_and_error(tmp_path):
+    before = shm_entries()
+    # Every replica raises when its count reaches 420: in the 53rd batch, after the
+    # checkpoint of update 50.
+    fit = _Fit(
+        tmp_path,
+        *COUNTING,
+        '--model.init_args.env_kwargs={"max_count": 1000, "fail_at": 420}',
+        "--model.init_args.total_frames=100000",
+    )
+    code, stderr, _ = fit.finish(timeout=120)
+    assert code == 1
+    assert "hts-rl: error: Environment replica" in stderr
+    assert "CountingEnv failing on purpose at count 420" in stderr
+    (checkpoint,) = tmp_path.glob("runs/**/last.ckpt")
+    assert _global_step(checkpoint) == 50  # intact, loadable
+    assert fit.run_status() == "FAILED"
+    assert fit.descendants() == []
+    # Shared tensors and memory blocks. Named semaphores ("sem.mp-*") are left out: other
+    # multiprocessing programs on the machine make them too, and ours are unlinked by the
+    # run's resource tracker, which is among the descendants checked above.
+    assert {e for e in shm_entries() - before if not e.startswith("sem.")} == set()
+
+
+def test_a_killed_worker_ends_the_run_within_ten_seconds(tmp_path):
+    fit = _Fit(
+        tmp_path,
+        *COUNTING,
+        '--model.init_args.env_kwargs={"max_count": 1000, "max_delay": 0.002}',
+        "--model.init_args.total_frames=1000000",
+    )
+    checkpoint = fit.wait_for_checkpoint()
+    # Workers are forked by the forkserver, a child of the main process.
+    (server,) = [
+        p for p in psutil.Process(fit.process.pid).children() if "forkserver" in p.cmdline()[-1]
+    ]
+    workers = server.children()
+    assert len(workers) == 1
+    workers[0].kill()
+    code, stderr, seconds = fit.finish(timeout=60)
+    assert seconds < 10
+    assert code == 1 and "Collector worker 0 (env replicas 0..1) died" in stderr
+    assert _global_step(checkpoint) >= 50
+    assert fit.run_status() == "FAILED"
+    assert fit.descendants() == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(tmp_path, signum):
+    total = 16 * 400
+    args = [
+        *COUNTING,
+        '--model.init_args.env_kwargs={"max_count": 1000, "max_delay": 0.002}',
+        f"--model.init_args.total_frames={total}",
+    ]
+    fit = _Fit(tmp_path, *args)
+    checkpoint = fit.wait_for_checkpoint()
+    fit.process.send_signal(signum)
+    code, stderr, seconds = fit.finish(timeout=60)
+    assert seconds < 10
+    assert code == 128 + signum, stderr[-3000:]
+    assert f"stopped by {signal.Signals(signum).name}" in stderr
+    stopped_at = _global_step(checkpoint)
+    assert 50 < stopped_at < 400  # written at the stop, not the periodic one of update 50
+    assert fit.run_status() == "KILLED"
+    assert fit.descendants() == []
+    # Resume from it: the same MLflow run goes on to the end.
+    resumed = _Fit(tmp_path, *args, "--ckpt_path=last")
+    code, stderr, _ = resumed.finish(timeout=300)
+    assert code == 0, stderr[-3000:]
+    assert resumed.run_status() == "FINISHED"
+    client = MlflowClient(resumed.uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    frames = [m.step for m in client.get_metric_history(run.info.run_id, "perf/frames")]
+    assert frames[-1] == total and frames == sorted(frames)
+
+
+class _PoisonRewards:
+    """Makes the rewards of the third batch NaN, as a broken env would."""
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == 2:
+            batch["next", "reward"][:] = float("nan")
+
+
+def test_a_nan_loss_stops_training_before_the_step():
+    from lightning import Callback
+
+    poison = type("Poison", (_PoisonRewards, Callback), {})()
+    module = A2C(num_envs=2, num_workers=1, sync_interval=8, total_frames=16 * 10)
+    with pytest.raises(FloatingPointError, match="Non-finite loss or gradient at update 2"):
+        quiet_trainer(poison).fit(module)
+    assert module.updates == 2
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    assert worker_processes() == []
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("--model.init_args.num_env=4", "num_env"),  # unknown key
+        ("--model.init_args.num_envs=four", "num_envs"),  # wrong type
+        ("--model.init_args.env_id=CartPole-v7", "Did you mean one of: CartPole-v1"),
+        ("--model.init_args.num_workers=3", "num_envs=8 is not divisible by num_workers=3"),
+    ],
+)
+def test_bad_input_is_named_before_any_process_starts(
+    override, message, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(["fit", "--config", RECIPE, override])
+    except SystemExit as exit:  # jsonargparse's usage errors
+        code = exit.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert worker_processes() == []
+    assert not (tmp_path / "runs").exists()
