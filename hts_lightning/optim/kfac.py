@@ -203,6 +203,18 @@ class KFAC(torch.optim.Optimizer):
         finally:
             self._recording = False
 
+    def statistics(self) -> list[torch.Tensor]:
+        """The running factors themselves (not copies), A then G for each layer in the model's
+        module order, for the layers that have both: the same order on every process with the
+        same model, so that a data-parallel strategy can average them in place (before
+        :meth:`step`, which refreshes the inverses from them)."""
+        return [
+            self.factors[name][kind]
+            for name in self.layers
+            if {"A", "G"} <= self.factors.get(name, {}).keys()
+            for kind in ("A", "G")
+        ]
+
     def _refresh_inverses(self) -> None:
         for name, factors in self.factors.items():
             if "A" in factors and "G" in factors:

@@ -172,3 +172,15 @@ def test_momentum_step_converges_to_the_kl_clipped_update(momentum):
     # sits at kl_clip.
     kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps[-1], grads))
     assert kl == pytest.approx(optimizer.kl_clip, rel=1e-3)
+
+
+def test_statistics_are_the_live_factors_in_module_order():
+    torch.manual_seed(5)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+    optimizer = KFAC(net)
+    assert optimizer.statistics() == []
+    _fisher_pass(optimizer, net, torch.randn(8, 3))
+    stats = optimizer.statistics()
+    f = optimizer.factors
+    assert [t.shape for t in stats] == [(4, 4), (4, 4), (5, 5), (3, 3)]
+    assert all(s is t for s, t in zip(stats, [f["0"]["A"], f["0"]["G"], f["2"]["A"], f["2"]["G"]]))
