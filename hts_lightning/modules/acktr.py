@@ -24,7 +24,12 @@ class ACKTR(A2C):
 
     Args (keyword-only, beside :class:`OnPolicyModule`'s; ``lr`` defaults to 0.25):
         momentum, stat_decay, damping, kl_clip, inv_update_interval: :class:`KFAC`'s.
-        fisher_value_coef: weight of the value head's term in the Fisher loss.
+        fisher_value_coef: weight of the value head's term in the Fisher loss. The KL clip
+            covers the critic's Gaussian as well as the policy: with returns far above 1
+            (unclipped rewards, e.g. CartPole's ~50) the critic's term can take nearly all of
+            the trust region and leave the policy tiny steps. ``fisher_value_coef`` (the
+            Gaussian's width, about ``0.5 / fisher_value_coef``) together with ``value_coef``
+            (about ``1 / (2 width^2)`` for a consistent likelihood) rebalances them.
 
     Example:
         >>> from lightning import Trainer

@@ -102,7 +102,10 @@ class KFAC(torch.optim.Optimizer):
     ``torch.autograd.grad`` there so that the policy-gradient ``.grad`` buffers stay untouched.
     :meth:`step` then preconditions each layer's ``.grad`` with the damped inverse of A (x) G
     (eigendecompositions refreshed every ``inv_update_interval`` steps), scales all updates by
-    the KL clip, and applies SGD with momentum.
+    the KL clip, and applies SGD with momentum at the learning rate ``lr * (1 - momentum)``,
+    as OpenAI baselines and ikostrikov's ACKTR do: the momentum buffer sums the past updates
+    to ``1 / (1 - momentum)`` times their size, so a constant KL-clipped update ``lr * nu * P``
+    is also the step the parameters take in the steady state, and the trust region bounds it.
 
     Args:
         model: the module whose Linear/Conv2d layers are preconditioned. Any other layer with
@@ -200,6 +203,18 @@ class KFAC(torch.optim.Optimizer):
         finally:
             self._recording = False
 
+    def statistics(self) -> list[torch.Tensor]:
+        """The running factors themselves (not copies), A then G for each layer in the model's
+        module order, for the layers that have both: the same order on every process with the
+        same model, so that a data-parallel strategy can average them in place (before
+        :meth:`step`, which refreshes the inverses from them)."""
+        return [
+            self.factors[name][kind]
+            for name in self.layers
+            if {"A", "G"} <= self.factors.get(name, {}).keys()
+            for kind in ("A", "G")
+        ]
+
     def _refresh_inverses(self) -> None:
         for name, factors in self.factors.items():
             if "A" in factors and "G" in factors:
@@ -242,5 +257,5 @@ class KFAC(torch.optim.Optimizer):
                 buffer = self.state[p]["momentum"] = update.clone()
             else:
                 buffer.mul_(group["momentum"]).add_(update)
-            p.add_(buffer, alpha=-group["lr"])
+            p.add_(buffer, alpha=-group["lr"] * (1 - group["momentum"]))
         return loss

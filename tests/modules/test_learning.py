@@ -8,7 +8,7 @@ import pytest
 import yaml
 from lightning import Callback
 
-from hts_lightning import A2C, PPO
+from hts_lightning import A2C, ACKTR, PPO
 from tests.conftest import quiet_trainer
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -39,7 +39,8 @@ def _recipe_args(name: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(
-    ("cls", "recipe"), [(PPO, "cartpole_ppo.yaml"), (A2C, "cartpole_a2c.yaml")]
+    ("cls", "recipe"),
+    [(PPO, "cartpole_ppo.yaml"), (A2C, "cartpole_a2c.yaml"), (ACKTR, "cartpole_acktr.yaml")],
 )
 def test_cartpole_reaches_475_within_100k_frames(cls, recipe):
     args = _recipe_args(recipe)

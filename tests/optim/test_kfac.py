@@ -138,3 +138,49 @@ def test_non_finite_statistics_are_skipped_with_a_warning():
     with pytest.warns(UserWarning, match="non-finite"), optimizer.fisher_pass():
         layer(x)
     assert "A" not in optimizer.factors.get("", {})
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_momentum_step_converges_to_the_kl_clipped_update(momentum):
+    # SGD with momentum at lr * (1 - momentum), as in OpenAI baselines and ikostrikov's ACKTR:
+    # with a constant gradient the step tends to lr * nu * P, the step the KL clip bounds,
+    # not to lr * nu * P / (1 - momentum).
+    torch.manual_seed(4)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+    optimizer = KFAC(net, lr=0.5, momentum=momentum, damping=0.03, kl_clip=1e-4)
+    x = torch.randn(16, 3)
+    _fisher_pass(optimizer, net, x)  # factors fixed from here on
+    net(x).pow(2).mean().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    layers = [net[0], net[2]]
+    steps = []
+    for _ in range(150):
+        for p, g in zip(net.parameters(), grads):
+            p.grad = g.clone()
+        before = [p.detach().clone() for p in net.parameters()]
+        optimizer.step()
+        steps.append([b - p.detach() for b, p in zip(before, net.parameters())])
+    nu = optimizer.last_kl_scale
+    assert nu < 1.0  # the clip binds
+    expected = []
+    for name, layer in zip(optimizer.layers, layers):
+        preconditioned = precondition(_grad_matrix(layer), *optimizer._eigen[name], 0.03)
+        expected += [preconditioned[:, :-1], preconditioned[:, -1]]
+    for step, p in zip(steps[-1], expected):
+        torch.testing.assert_close(step, 0.5 * nu * p, atol=1e-6, rtol=1e-4)
+    # ACKTR's KL estimate of the step taken, (lr nu)^2 sum(P . g) = lr * nu * sum(step . g),
+    # sits at kl_clip.
+    kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps[-1], grads))
+    assert kl == pytest.approx(optimizer.kl_clip, rel=1e-3)
+
+
+def test_statistics_are_the_live_factors_in_module_order():
+    torch.manual_seed(5)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+    optimizer = KFAC(net)
+    assert optimizer.statistics() == []
+    _fisher_pass(optimizer, net, torch.randn(8, 3))
+    stats = optimizer.statistics()
+    f = optimizer.factors
+    assert [t.shape for t in stats] == [(4, 4), (4, 4), (5, 5), (3, 3)]
+    assert all(s is t for s, t in zip(stats, [f["0"]["A"], f["0"]["G"], f["2"]["A"], f["2"]["G"]]))
