@@ -33,7 +33,15 @@ LABELS = {
 PLOTS = Path(__file__).parent / "plots"
 GAMES = {"pong": "ALE/Pong-v5", "breakout": "ALE/Breakout-v5", "qbert": "ALE/Qbert-v5"}
 FOOTBALL = "academy_3_vs_1_with_keeper"
-_THREADS = torch.get_num_threads()
+
+
+def main_threads(num_workers: int) -> int:
+    """The learner process's torch threads, the same for every contender: what TorchRL's
+    ``ParallelEnv`` and multi-process collectors set for themselves (one core per worker left
+    free), as ``collector_throughput.py`` pins it. The HTSCollector leaves the count alone, and
+    on 2 cores a learner with 2 intra-op threads next to busy workers ran its PPO update about
+    10x slower (RESULTS.md, 2026-11-30): without the pin the comparison would measure that."""
+    return max(1, (os.cpu_count() or 1) - num_workers)
 
 
 def latency_env(std_ms: float, mean_ms: float = 2.0) -> tuple[str, dict]:
@@ -197,9 +205,7 @@ def train(
     frames_per_batch = run.num_envs * run.sync_interval
     if total_frames is None:
         total_frames = frames_per_batch * (batches + 2)
-    # TorchRL's ParallelEnv and multi-process collectors change the main process's thread count
-    # on start and shutdown; pin it so that the order of runs does not matter.
-    torch.set_num_threads(_THREADS)
+    torch.set_num_threads(main_threads(run.num_workers))
     module = PPO(
         env_id=env_id,
         env_kwargs=env_kwargs or {},
