@@ -140,13 +140,17 @@ class Recorder(Callback):
     Wall time counts from ``on_train_start`` (the collector's processes are started by then
     for the TorchRL collectors and by the first batch for HTS: both inside the curve). The
     throughput clock runs from the end of the first update to the end of the last, so start-up
-    is excluded. With ``stop_after`` the Trainer stops after that many timed batches, one batch
-    before ``total_frames`` (TorchRL's ``Collector`` tears its ``ParallelEnv`` down before
-    yielding its last batch, which would bill the teardown to that batch).
+    is excluded; with ``warmup`` W the clock starts at the end of update W instead (a
+    ``MultiAsyncCollector``'s W workers start together and deliver their first W batches at
+    once: timing from the first would count the others' head start). With ``stop_after``
+    the Trainer stops after that many timed batches, one batch before ``total_frames``
+    (TorchRL's ``Collector`` tears its ``ParallelEnv`` down before yielding its last batch,
+    which would bill the teardown to that batch).
     """
 
-    def __init__(self, stop_after: int | None = None):
+    def __init__(self, stop_after: int | None = None, warmup: int = 1):
         self.stop_after = stop_after
+        self.warmup = warmup
         self.t0 = 0.0
         self.start: float | None = None
         self.frames_at_start = 0
@@ -165,6 +169,8 @@ class Recorder(Callback):
         returns = module.recent_returns
         mean = sum(returns) / len(returns) if returns else float("nan")
         self.curve.append((module.frames, now - self.t0, mean))
+        if batch_idx < self.warmup - 1:
+            return
         if self.start is None:
             self.start, self.frames_at_start = now, module.frames
             return
@@ -175,7 +181,7 @@ class Recorder(Callback):
         lag = metrics.get("perf/policy_lag")
         if lag is not None:
             self.lags.append(float(lag))
-        if self.stop_after is not None and batch_idx >= self.stop_after:
+        if self.stop_after is not None and batch_idx >= self.warmup - 1 + self.stop_after:
             trainer.should_stop = True
 
     @property
@@ -203,8 +209,9 @@ def train(
     policy inference run on the GPU.
     """
     frames_per_batch = run.num_envs * run.sync_interval
+    warmup = run.num_workers if run.collector == "multi_async" and batches is not None else 1
     if total_frames is None:
-        total_frames = frames_per_batch * (batches + 2)
+        total_frames = frames_per_batch * (warmup + batches + 1)
     torch.set_num_threads(main_threads(run.num_workers))
     module = PPO(
         env_id=env_id,
@@ -219,7 +226,7 @@ def train(
         inference_device="cuda" if torch.cuda.is_available() else None,
         **ppo_kwargs,
     )
-    recorder = Recorder(stop_after=batches)
+    recorder = Recorder(stop_after=batches, warmup=warmup)
     started = time.perf_counter()
     Trainer(
         max_epochs=1,
