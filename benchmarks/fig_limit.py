@@ -23,6 +23,7 @@ from _common import (
     Run,
     add_common_args,
     announce,
+    contenders,
     emit,
     latency_env,
     load_str,
@@ -83,9 +84,11 @@ def main(argv=None) -> None:
             rows.append((env, m.collector, m.fps, os.getloadavg()))
             print(f"  {m.collector}: {m.fps:.0f} frames/s", flush=True)
         env_id, env_kwargs = (GAMES[env], {}) if env in GAMES else latency_env(10.0)
-        for kind, name in (("hts", "PPO training, HTS"), ("sync", "PPO training, sync")):
+        for kind, inference in contenders(["hts", "sync"], args.hts_inference):
+            run = Run(env, kind, args.num_envs, workers, args.sync_interval, inference=inference)
+            name = f"PPO training, {run.label}"
             run = train(
-                Run(env, kind, args.num_envs, workers, args.sync_interval),
+                run,
                 env_id,
                 env_kwargs,
                 batches=args.batches,

@@ -12,7 +12,8 @@ End-to-end PPO training frames/s (Lightning Trainer, the same module and learner
 
 The env defaults to ``latency-high``: ``VariableLatencyEnv``, log-normal step time with mean
 2 ms and std 10 ms (football-like variance); ``pong``, ``breakout`` and ``qbert`` are the
-alternatives. Processes: ``min(num_envs, --max-workers)``.
+alternatives. Processes: ``min(num_envs, --max-workers)`` (4 by default, 32 with ``--full``:
+one replica per process).
 
     python benchmarks/fig_scaling.py envs [--full] [--output benchmarks/RESULTS.md]
     python benchmarks/fig_scaling.py interval [--full] [--output benchmarks/RESULTS.md]
@@ -59,7 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--collectors", nargs="+", choices=list(LABELS))
     parser.add_argument("--num-envs", type=int, help="interval sweep (default 8; 16 --full)")
     parser.add_argument("--sync-interval", type=int, help="envs sweep (default 32; 128 --full)")
-    parser.add_argument("--max-workers", type=int, default=8, help="processes: min(envs, this)")
+    parser.add_argument(
+        "--max-workers", type=int, help="processes: min(envs, this); default 4 (32 with --full)"
+    )
     parser.add_argument("--batches", type=int, help="timed batches (default 3; 10 --full)")
     add_common_args(parser)
     args = parser.parse_args(argv)
@@ -69,6 +72,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.num_envs = args.num_envs or (16 if args.full else 8)
     args.sync_interval = args.sync_interval or (128 if args.full else 32)
     args.batches = args.batches or (10 if args.full else 3)
+    # Each TorchRL baseline process costs ~10 s of start-up on a loaded 2-core machine.
+    args.max_workers = args.max_workers or (32 if args.full else 4)
     return args
 
 
