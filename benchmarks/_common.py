@@ -1,0 +1,331 @@
+"""Shared helpers of the paper-figure benchmarks (``fig_*.py``).
+
+One function does the work of every figure: :func:`train` fits ``hts_lightning.PPO`` through
+Lightning's Trainer with one collector kind (``hts``, or a TorchRL baseline: ``sync`` =
+``Collector(ParallelEnv)``, ``multi_sync``, ``multi_async``) for a number of batches, and returns
+its steady-state frames/s, its per-update learning curve and the load average of the moment.
+Only the module's ``collector=`` argument differs between contenders: same env, model, learner,
+number of replicas and processes. The rest is reporting: machine line, markdown tables, plots.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from lightning import Callback, Trainer
+
+from hts_lightning import PPO
+
+LABELS = {
+    "hts": "HTS",
+    "sync": "Collector(ParallelEnv)",
+    "multi_sync": "MultiSyncCollector",
+    "multi_async": "MultiAsyncCollector",
+}
+PLOTS = Path(__file__).parent / "plots"
+GAMES = {"pong": "ALE/Pong-v5", "breakout": "ALE/Breakout-v5", "qbert": "ALE/Qbert-v5"}
+FOOTBALL = "academy_3_vs_1_with_keeper"
+
+
+def main_threads(num_workers: int) -> int:
+    """The learner process's torch threads, the same for every contender: what TorchRL's
+    ``ParallelEnv`` and multi-process collectors set for themselves (one core per worker left
+    free), as ``collector_throughput.py`` pins it. The HTSCollector leaves the count alone, and
+    on 2 cores a learner with 2 intra-op threads next to busy workers ran its PPO update about
+    10x slower (RESULTS.md, 2026-11-30): without the pin the comparison would measure that."""
+    return max(1, (os.cpu_count() or 1) - num_workers)
+
+
+def latency_env(std_ms: float, mean_ms: float = 2.0) -> tuple[str, dict]:
+    """``VariableLatencyEnv`` with a log-normal step time (milliseconds in, seconds out)."""
+    return "VariableLatency", {
+        "distribution": "lognormal",
+        "mean": mean_ms / 1000,
+        "std": std_ms / 1000,
+    }
+
+
+def require_football() -> None:
+    """Stop with a clear message: Google Research Football is not available here."""
+    try:
+        import gfootball  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            f"The football env ({FOOTBALL}) needs the 'football' extra, the gfootball package "
+            "(Google Research Football), which is not installed: pip install gfootball (it "
+            "builds a C++ engine and needs SDL2, cmake and boost). hts_lightning has no "
+            "football env factory yet either (envs/football.py in DESIGN.md's layout). Until "
+            "then the VariableLatency sweep (fig_variance.py latency) stands in for its "
+            "step-time variance."
+        ) from None
+    raise SystemExit(
+        "gfootball is installed, but hts_lightning has no football env factory yet "
+        "(hts_lightning/envs/football.py in DESIGN.md's layout): add it, then this benchmark."
+    )
+
+
+@dataclass
+class Run:
+    """One training run: its settings, steady-state throughput and per-update curve."""
+
+    env: str
+    collector: str
+    num_envs: int
+    num_workers: int
+    sync_interval: int
+    seed: int = 0
+    #: the HTSCollector's ``inference`` ("auto": in the workers on a CPU-only machine)
+    inference: str = "auto"
+    fps: float = float("nan")
+    lag: str = "not recorded"
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    wall_s: float = 0.0
+    #: over the timed batches: seconds in the learner's update, and waiting for the next batch
+    update_s: float = 0.0
+    wait_s: float = 0.0
+    #: (frames, wall seconds since the start of training, mean of the last 20 returns or nan)
+    curve: list[tuple[int, float, float]] = field(default_factory=list)
+
+    @property
+    def per_batch(self) -> str:
+        """Seconds per timed batch in the learner's update / waiting for the batch."""
+        timed = max(len(self.curve) - 1, 1)
+        return f"{self.update_s / timed:.2f} / {self.wait_s / timed:.2f}"
+
+    @property
+    def label(self) -> str:
+        if self.collector == "hts" and self.inference != "auto":
+            return f"HTS, inference {self.inference}"
+        return LABELS[self.collector]
+
+
+def contenders(collectors: list[str], hts_inference: list[str]) -> list[tuple[str, str]]:
+    """(collector kind, HTS inference) pairs: one per HTS inference mode, then the baselines."""
+    pairs = [("hts", mode) for mode in hts_inference] if "hts" in collectors else []
+    return pairs + [(kind, "auto") for kind in collectors if kind != "hts"]
+
+
+def hts_inference_default() -> list[str]:
+    """Both HTS inference modes on a CPU-only machine ("auto" is "workers" there); on a GPU
+    "auto" is "main"."""
+    return ["auto"] if torch.cuda.is_available() else ["auto", "main"]
+
+
+def ratio_header(runs: list[Run]) -> tuple[list[str], list[str]]:
+    """Column titles "<HTS variant> / this", one per HTS variant in ``runs``."""
+    labels = list(dict.fromkeys(r.label for r in runs if r.collector == "hts"))
+    return labels, [f"{label} / this" for label in labels]
+
+
+def ratios(runs: list[Run], run: Run, key, labels: list[str]) -> list[str]:
+    """``run``'s ratio cells: each HTS variant's frames/s at the same ``key`` over its own."""
+    cells = []
+    for label in labels:
+        same = [r.fps for r in runs if r.label == label and key(r) == key(run)]
+        cells.append(f"{same[0] / run.fps:.2f}x" if same else "-")
+    return cells
+
+
+class Recorder(Callback):
+    """Per update: frames, wall seconds and ``return_last_20``; and the steady-state clock.
+
+    Wall time counts from ``on_train_start`` (the collector's processes are started by then
+    for the TorchRL collectors and by the first batch for HTS: both inside the curve). The
+    throughput clock runs from the end of the first update to the end of the last, so start-up
+    is excluded; with ``warmup`` W the clock starts at the end of update W instead (a
+    ``MultiAsyncCollector``'s W workers start together and deliver their first W batches at
+    once: timing from the first would count the others' head start). With ``stop_after``
+    the Trainer stops after that many timed batches, one batch before ``total_frames``
+    (TorchRL's ``Collector`` tears its ``ParallelEnv`` down before yielding its last batch,
+    which would bill the teardown to that batch).
+    """
+
+    def __init__(self, stop_after: int | None = None, warmup: int = 1):
+        self.stop_after = stop_after
+        self.warmup = warmup
+        self.t0 = 0.0
+        self.start: float | None = None
+        self.frames_at_start = 0
+        self.end = 0.0
+        self.frames = 0
+        self.lags: list[float] = []
+        self.update_s = 0.0  # timed batches: learner time, and time waiting for the batch
+        self.wait_s = 0.0
+        self.curve: list[tuple[int, float, float]] = []
+
+    def on_train_start(self, trainer, module):
+        self.t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        returns = module.recent_returns
+        mean = sum(returns) / len(returns) if returns else float("nan")
+        self.curve.append((module.frames, now - self.t0, mean))
+        if batch_idx < self.warmup - 1:
+            return
+        if self.start is None:
+            self.start, self.frames_at_start = now, module.frames
+            return
+        self.end, self.frames = now, module.frames
+        metrics = trainer.callback_metrics
+        self.update_s += float(metrics.get("time/update", 0.0))
+        self.wait_s += float(metrics.get("time/wait_for_batch", 0.0))
+        lag = metrics.get("perf/policy_lag")
+        if lag is not None:
+            self.lags.append(float(lag))
+        if self.stop_after is not None and batch_idx >= self.warmup - 1 + self.stop_after:
+            trainer.should_stop = True
+
+    @property
+    def fps(self) -> float:
+        if self.start is None or self.end <= self.start:
+            return float("nan")
+        return (self.frames - self.frames_at_start) / (self.end - self.start)
+
+
+def train(
+    run: Run,
+    env_id: str,
+    env_kwargs: dict | None = None,
+    *,
+    batches: int | None = None,
+    total_frames: int | None = None,
+    **ppo_kwargs,
+) -> Run:
+    """Fit PPO with ``run.collector`` and fill in ``run``'s measurements.
+
+    ``batches``: stop after that many batches after the first (a throughput run, or the start
+    of a long learning run); ``total_frames``: the module's (default: two batches more than
+    that, so that the stop comes before the collector's end). ``ppo_kwargs`` go to
+    :class:`hts_lightning.PPO` (a recipe's hyperparameters). With CUDA the learner and the
+    policy inference run on the GPU.
+    """
+    frames_per_batch = run.num_envs * run.sync_interval
+    warmup = run.num_workers if run.collector == "multi_async" and batches is not None else 1
+    if total_frames is None:
+        total_frames = frames_per_batch * (warmup + batches + 1)
+    torch.set_num_threads(main_threads(run.num_workers))
+    module = PPO(
+        env_id=env_id,
+        env_kwargs=env_kwargs or {},
+        num_envs=run.num_envs,
+        num_workers=run.num_workers,
+        sync_interval=run.sync_interval,
+        total_frames=total_frames,
+        seed=run.seed,
+        collector=run.collector,
+        inference=run.inference,
+        inference_device="cuda" if torch.cuda.is_available() else None,
+        **ppo_kwargs,
+    )
+    recorder = Recorder(stop_after=batches, warmup=warmup)
+    started = time.perf_counter()
+    Trainer(
+        max_epochs=1,
+        accelerator="auto",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[recorder],
+    ).fit(module)
+    run.wall_s = time.perf_counter() - started
+    run.fps = recorder.fps
+    run.curve = recorder.curve
+    run.update_s, run.wait_s = recorder.update_s, recorder.wait_s
+    if recorder.lags:
+        run.lag = f"{min(recorder.lags):.0f}-{max(recorder.lags):.0f}"
+    run.load = os.getloadavg()
+    return run
+
+
+def announce(run: Run) -> None:
+    print(
+        f"  {run.env} {run.label:26s} envs={run.num_envs} workers={run.num_workers} "
+        f"alpha={run.sync_interval}: {run.fps:7.0f} frames/s, lag {run.lag}, "
+        f"update / wait per batch {run.per_batch} s, load {run.load[0]:.2f}, {run.wall_s:.0f} s",
+        flush=True,
+    )
+
+
+def load_str(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.1f}" for x in load)
+
+
+def machine_line() -> str:
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    import lightning
+    import torchrl
+
+    return (
+        f"{os.cpu_count()} CPU cores ({platform.machine()}), {gpu}; python "
+        f"{platform.python_version()}, torch {torch.__version__}, torchrl {torchrl.__version__}, "
+        f"lightning {lightning.__version__}"
+    )
+
+
+def command_line() -> str:
+    return shlex.join(["python", os.path.relpath(sys.argv[0]), *sys.argv[1:]])
+
+
+def section(title: str, settings: str, table: list[str], plots: list[Path]) -> str:
+    """A dated RESULTS.md section: machine, command, settings, table, plot links."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"### {title}, {stamp}",
+        "",
+        f"- machine: {machine_line()}",
+        f"- command: `{command_line()}`",
+        f"- settings: {settings}",
+        "- load: the 1/5/15-minute load average right after each run (2 cores: above 2 means "
+        "other work was competing); update / wait: seconds per timed batch in the learner's "
+        "update (with the weight hand-over) and waiting for the next batch",
+        "",
+        *table,
+        "",
+    ]
+    lines += [f"![{p.stem}](plots/{p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def emit(text: str, output: Path | None) -> None:
+    print("\n" + text)
+    if output is not None:
+        with output.open("a") as handle:
+            handle.write("\n" + text)
+        print(f"appended to {output}")
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, and the plots folder created."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    PLOTS.mkdir(exist_ok=True)
+    return plt
+
+
+def add_common_args(parser) -> None:
+    parser.add_argument("--full", action="store_true", help="the full size (a real machine)")
+    parser.add_argument("--output", type=Path, help="append a dated section to this file")
+    parser.add_argument(
+        "--hts-inference",
+        nargs="+",
+        choices=("auto", "workers", "main"),
+        default=hts_inference_default(),
+        help="HTS runs, one per mode (default: auto and main on CPU, auto on GPU)",
+    )
+    parser.add_argument(
+        "--plot-name", help="file name stem of the plot in benchmarks/plots (default: per script)"
+    )

@@ -1,0 +1,155 @@
+"""Paper figure: HTS's speedup over the baselines against the variance of env step time.
+
+End-to-end PPO training frames/s (Lightning Trainer, the same module and learner, only
+``collector=`` differs) of HTS and of TorchRL's ``Collector(ParallelEnv)`` ("sync"),
+``MultiSyncCollector`` and ``MultiAsyncCollector``, in two panels:
+
+- ``latency``: ``VariableLatencyEnv`` over a sweep of the step time's standard deviation
+  (log-normal, mean 2 ms), one replica per process by default (the paper's regime: the variance
+  does not average out inside a worker);
+- ``atari``: Pong, Breakout and Qbert at a small size. ``football`` (Google Research Football,
+  academy_3_vs_1_with_keeper) is accepted and stops with a message naming the missing package.
+
+Paper (Liu et al. 2020): 1.5-1.8x over PPO on Atari, 4.9-5.6x on football.
+
+    python benchmarks/fig_variance.py latency [--full] [--output benchmarks/RESULTS.md]
+    python benchmarks/fig_variance.py atari [--games pong breakout qbert football] [--full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from _common import (
+    GAMES,
+    LABELS,
+    PLOTS,
+    Run,
+    add_common_args,
+    announce,
+    contenders,
+    emit,
+    latency_env,
+    load_str,
+    pyplot,
+    ratio_header,
+    ratios,
+    require_football,
+    section,
+    train,
+)
+
+COLLECTORS = ("hts", "sync", "multi_sync", "multi_async")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("panel", choices=("latency", "atari"))
+    parser.add_argument("--stds", type=float, nargs="+", help="latency: step-time std in ms")
+    parser.add_argument("--mean-ms", type=float, default=2.0, help="latency: mean step time, ms")
+    parser.add_argument(
+        "--games", nargs="+", choices=[*GAMES, "football"], help="default: pong breakout qbert"
+    )
+    parser.add_argument("--collectors", nargs="+", choices=COLLECTORS, default=list(COLLECTORS))
+    parser.add_argument("--num-envs", type=int, help="default 4 (latency) / 8; --full 16")
+    parser.add_argument(
+        "--num-workers", type=int, help="default: num-envs (latency), 2 (atari; --full 8)"
+    )
+    parser.add_argument("--sync-interval", type=int, help="default 32; 128 with --full")
+    parser.add_argument("--batches", type=int, help="timed batches (default 4 / 2; 10 --full)")
+    add_common_args(parser)
+    args = parser.parse_args(argv)
+    full, latency = args.full, args.panel == "latency"
+    args.stds = args.stds or ([0, 0.5, 2, 5, 10, 20] if full else [0, 2, 10, 20])
+    args.games = args.games or list(GAMES)
+    # latency: one replica per process, 4 by default (each TorchRL baseline process costs
+    # ~10 s of start-up on 2 loaded cores)
+    args.num_envs = args.num_envs or (16 if full else (4 if latency else 8))
+    if not args.num_workers:
+        args.num_workers = (
+            args.num_envs if latency else (min(8, os.cpu_count() or 1) if full else 2)
+        )
+    args.sync_interval = args.sync_interval or (128 if full else 32)
+    args.batches = args.batches or (10 if full else (4 if latency else 2))
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.panel == "atari" and "football" in args.games:
+        require_football()  # before anything runs
+    cases = (
+        [(f"std {std:g} ms", latency_env(std, args.mean_ms)) for std in args.stds]
+        if args.panel == "latency"
+        else [(game, (GAMES[game], {})) for game in args.games]
+    )
+    runs: list[Run] = []
+    for name, (env_id, env_kwargs) in cases:
+        print(f"== {name}", flush=True)
+        for kind, inference in contenders(args.collectors, args.hts_inference):
+            run = Run(name, kind, args.num_envs, args.num_workers, args.sync_interval)
+            run.inference = inference
+            runs.append(train(run, env_id, env_kwargs, batches=args.batches))
+            announce(run)
+    labels, titles = ratio_header(runs)
+    table = [
+        f"| env | collector | frames/s | {' | '.join(titles)} | policy lag | update / wait s "
+        "| load 1/5/15 min |",
+        "| --- | --- | ---: | " + "---: | " * len(titles) + "--- | --- | --- |",
+    ]
+    for r in runs:
+        cells = " | ".join(ratios(runs, r, lambda x: x.env, labels))
+        table.append(
+            f"| {r.env} | {r.label} | {r.fps:.0f} | {cells} | {r.lag} | {r.per_batch} "
+            f"| {load_str(r.load)} |"
+        )
+    what = (
+        f"log-normal step time, mean {args.mean_ms:g} ms"
+        if args.panel == "latency"
+        else "Atari (make_atari_env preprocessing, Nature CNN)"
+    )
+    settings = (
+        f"PPO (4 epochs x 4 minibatches); {what}; {args.num_envs} envs in {args.num_workers} "
+        f"processes, {args.sync_interval} steps per replica and batch, {args.batches} timed "
+        "batches after the first"
+    )
+    title = f"Speedup vs step-time variance ({args.panel})"
+    emit(section(title, settings, table, [plot(runs, args, labels)]), args.output)
+
+
+def plot(runs: list[Run], args: argparse.Namespace, labels: list[str]):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    baselines = [LABELS[k] for k in args.collectors if k != "hts"]
+    pairs = [(h, b) for h in labels for b in baselines]
+    fps = {(r.env, r.label): r.fps for r in runs}
+    envs = list(dict.fromkeys(r.env for r in runs))
+    if args.panel == "latency":
+        for h, b in pairs:
+            ax.plot(
+                args.stds, [fps[e, h] / fps[e, b] for e in envs], marker="o", label=f"{h} / {b}"
+            )
+        ax.axhspan(4.9, 5.6, color="tab:green", alpha=0.15, label="paper: football vs PPO")
+        ax.set_xlabel(f"std of env step time (ms); log-normal, mean {args.mean_ms:g} ms")
+        ax.set_title(f"VariableLatencyEnv, {args.num_envs} envs / {args.num_workers} processes")
+    else:
+        width = 0.8 / max(len(pairs), 1)
+        for i, (h, b) in enumerate(pairs):
+            xs = [j + i * width for j in range(len(envs))]
+            ax.bar(xs, [fps[e, h] / fps[e, b] for e in envs], width, label=f"{h} / {b}")
+        ax.set_xticks([j + width * (len(pairs) - 1) / 2 for j in range(len(envs))])
+        ax.set_xticklabels(envs)
+        ax.axhspan(1.5, 1.8, color="tab:green", alpha=0.15, label="paper: Atari vs PPO")
+        ax.set_title(f"Atari, {args.num_envs} envs / {args.num_workers} processes")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_ylabel("training frames/s ratio")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = PLOTS / f"{args.plot_name or 'variance_' + args.panel}.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
+if __name__ == "__main__":
+    main()
