@@ -137,14 +137,41 @@ def test_a_killed_worker_ends_the_run_within_ten_seconds(tmp_path):
     assert fit.descendants() == []
 
 
+SIGNAL_RUN = [
+    *COUNTING,
+    '--model.init_args.env_kwargs={"max_count": 1000, "max_delay": 0.002}',
+    f"--model.init_args.total_frames={16 * 400}",
+]
+_WALL_CLOCK_METRICS = ("perf/fps", "time/wait_for_batch", "time/update")
+
+
+def _final_state(tmp_path: Path) -> tuple[dict, dict]:
+    """The final parameters and every logged metric history but the wall-clock ones."""
+    (checkpoint,) = tmp_path.glob("runs/**/last.ckpt")
+    parameters = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    histories = {
+        name: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, name)]
+        for name in run.data.metrics
+        if name not in _WALL_CLOCK_METRICS
+    }
+    return parameters, histories
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tmp_path_factory) -> tuple[dict, dict]:
+    tmp_path = tmp_path_factory.mktemp("uninterrupted")
+    code, stderr, _ = _Fit(tmp_path, *SIGNAL_RUN).finish(timeout=300)
+    assert code == 0, stderr[-3000:]
+    return _final_state(tmp_path)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(tmp_path, signum):
-    total = 16 * 400
-    args = [
-        *COUNTING,
-        '--model.init_args.env_kwargs={"max_count": 1000, "max_delay": 0.002}',
-        f"--model.init_args.total_frames={total}",
-    ]
+def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_is_exact(
+    tmp_path, signum, uninterrupted_run
+):
+    args, total = SIGNAL_RUN, 16 * 400
     fit = _Fit(tmp_path, *args)
     checkpoint = fit.wait_for_checkpoint()
     fit.process.send_signal(signum)
@@ -165,6 +192,15 @@ def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     frames = [m.step for m in client.get_metric_history(run.info.run_id, "perf/frames")]
     assert frames[-1] == total and frames == sorted(frames)
+    # Exact resume: the parameters and the metric histories of an uninterrupted run, bitwise.
+    parameters, histories = _final_state(tmp_path)
+    expected_parameters, expected_histories = uninterrupted_run
+    assert parameters.keys() == expected_parameters.keys()
+    for name, value in parameters.items():
+        assert torch.equal(value, expected_parameters[name]), f"{name} differs"
+    assert histories == expected_histories
+    # Not vacuous: losses of every logged update, and returns of finished episodes.
+    assert len(histories["train/grad_norm"]) == 8 and len(histories["rollout/return_last_20"]) > 2
 
 
 class _PoisonRewards:

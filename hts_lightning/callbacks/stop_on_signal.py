@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import torch
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -15,14 +16,19 @@ class StopOnSignal(Callback):
     """Stop after the current update on SIGINT or SIGTERM, save ``last.ckpt``, mark the run
     KILLED.
 
-    Lightning already turns SIGTERM into a stop at the end of the running training step (its
-    ``SIGTERMException``, agreed on by every rank under DDP); this callback does the same for
-    the first Ctrl-C (a second one aborts at once), then, when the stop arrives, writes the
-    checkpoint that ``--ckpt_path last`` resumes from and tells the loggers that the run was
-    killed rather than failed. The collector's in-flight batch is dropped (its workers are
-    stopped by the module): a resume collects it again.
+    The first Ctrl-C or SIGTERM is noted (a second Ctrl-C aborts at once); after the update in
+    progress, the ranks agree (any rank that got a signal stops them all, at the same update)
+    and Lightning's stop is raised on every rank. This callback then writes the checkpoint that
+    ``--ckpt_path last`` resumes from and tells the loggers that the run was killed rather than
+    failed. The collector's batch in flight is dropped (its workers are stopped by the module);
+    the checkpoint describes where it starts, so a resume collects it again, identically.
 
-    ``received`` is the signal that stopped the run (``None`` if none did).
+    Lightning's own SIGTERM handling is replaced while training: it sets the stop flag on the
+    signalled rank alone, which stops that rank one update before the others (a hang under
+    DDP), and its handler broadcasts from inside the signal handler.
+
+    ``received`` is the signal that stopped the run (``None`` if none did; SIGTERM on a rank
+    stopped by another rank's signal).
 
     Example:
         >>> from lightning import Trainer
@@ -33,25 +39,35 @@ class StopOnSignal(Callback):
 
     def __init__(self) -> None:
         self.received: int | None = None
-        self._previous_handler = None
+        self._previous_handlers: dict[int, object] = {}
 
-    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # Not on_fit_start: Lightning installs its SIGTERM handler after that hook.
         self.received = None
         try:
-            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint(trainer))
-        except ValueError:  # not the main thread: leave Ctrl-C alone
-            self._previous_handler = None
+            self._previous_handlers = {
+                signum: signal.signal(signum, self._on_signal)
+                for signum in (signal.SIGINT, signal.SIGTERM)
+            }
+        except ValueError:  # not the main thread: leave the signals alone
+            self._previous_handlers = {}
 
-    def _on_sigint(self, trainer: Trainer):
-        def handler(signum, frame):
-            if self.received is not None:
-                raise KeyboardInterrupt  # the second Ctrl-C: abort now
+    def _on_signal(self, signum, frame) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: abort now
+        if self.received is None:
             self.received = signum
-            print("\nStopping after the current update (Ctrl-C again to abort)...", flush=True)
-            # Lightning's own SIGTERM flag: the loop raises SIGTERMException after this step.
-            trainer._signal_connector.received_sigterm = True
+            name = signal.Signals(signum).name
+            print(f"\n{name}: stopping after the current update (Ctrl-C again to abort)...")
 
-        return handler
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args) -> None:
+        stop = self.received is not None
+        if trainer.world_size > 1:
+            flag = torch.tensor([float(stop)], device=pl_module.device)
+            stop = bool(trainer.strategy.reduce(flag, reduce_op="sum") > 0)
+        if stop:
+            # Lightning's stop flag: every rank raises SIGTERMException after this update.
+            trainer._signal_connector.received_sigterm = True
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._restore()
@@ -75,6 +91,6 @@ class StopOnSignal(Callback):
                 logger.status_on_failure = "KILLED"
 
     def _restore(self) -> None:
-        if self._previous_handler is not None:
-            signal.signal(signal.SIGINT, self._previous_handler)
-            self._previous_handler = None
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers = {}

@@ -10,6 +10,7 @@ batches, when no worker is collecting. Results go straight into the shared batch
 
 from __future__ import annotations
 
+import pickle
 import traceback
 
 import numpy as np
@@ -27,6 +28,7 @@ def _collecting_worker(
     block: list[int],
     create_env_fns: list,
     seeds: list[int],
+    states: list,
     policy,
     exploration_type,
     slots,
@@ -42,6 +44,7 @@ def _collecting_worker(
     executor = InlineExecutor(
         create_env_fns=create_env_fns,
         seeds=seeds,
+        states=states,
         slots=slots,
         root_keys=root_keys,
         action_keys=action_keys,
@@ -66,7 +69,9 @@ def _collecting_worker(
             index = message[1]
             uniform = None if uniforms[index] is None else uniforms[index][rows]
             engine.collect(storages[index][rows], uniform)
-            running = send(conn, DONE)
+            # The replicas' states at the batch end, where the next batch starts: what a
+            # checkpoint needs to collect that batch again on resume.
+            running = send(conn, DONE + pickle.dumps(executor.replica_states()))
     except EnvReplicaError as error:
         report_error(conn, block[error.replica], error.env_traceback)
     except Exception:
@@ -84,6 +89,7 @@ class CollectingWorkers:
         *,
         create_env_fns,
         seeds,
+        states,
         layout,
         policy,
         exploration_type,
@@ -106,6 +112,7 @@ class CollectingWorkers:
                 block,
                 [create_env_fns[i] for i in block],
                 [seeds[i] for i in block],
+                [states[i] for i in block],
                 policy,
                 exploration_type,
                 layout.slots(len(block)),
@@ -118,9 +125,11 @@ class CollectingWorkers:
 
         self._args_of = args_of
         self._pending: set[int] = set()
+        self._end_states: list[list] = [[] for _ in blocks]
 
     def start_workers(self, timeout: float = 300.0) -> None:
         self._pool.start(_collecting_worker, self._args_of, timeout)
+        self._args_of = None  # the start states are used once; not kept alive
 
     # the runner interface of the collector: start(index) / wait()
     def start(self, index: int) -> None:
@@ -131,8 +140,13 @@ class CollectingWorkers:
     def wait(self) -> None:
         while self._pending:
             for worker, message in self._pool.wait():
-                if message == DONE:
+                if message[:1] == DONE:
+                    self._end_states[worker] = pickle.loads(message[1:])
                     self._pending.discard(worker)
+
+    def replica_states(self) -> list:
+        """Every replica's state at the end of the last batch collected."""
+        return [state for block in self._end_states for state in block]
 
     def request_stop(self) -> None:
         self._pending = set()

@@ -17,3 +17,10 @@ def replica_seeds(seed: int, replicas: range) -> list[tuple[int, int]]:
         state = np.random.SeedSequence(seed, spawn_key=(replica,)).generate_state(2)
         seeds.append((int(state[0]) & 0x7FFFFFFF, int(state[1])))
     return seeds
+
+
+def resume_seed(seed: int, replica: int, batch: int) -> int:
+    """A fresh env seed for a replica restarted at ``batch`` of a resumed run (for envs that
+    cannot save their state): a function of the seed, the global replica index and the batch."""
+    state = np.random.SeedSequence(seed, spawn_key=(replica, batch + 1)).generate_state(1)
+    return int(state[0]) & 0x7FFFFFFF

@@ -10,10 +10,12 @@ carry replica indices, so arrival order never touches the data.
 from __future__ import annotations
 
 import contextlib
+import pickle
 import signal
 import struct
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +32,11 @@ from hts_lightning.collectors._pool import (
     send,
 )
 from hts_lightning.collectors.errors import EnvReplicaError
+from hts_lightning.envs.snapshot import load_env_state, save_env_state
+
+#: (next root TensorDict, env state or None): a replica between two batches.
+ReplicaState = tuple[TensorDictBase, Any]
+STATES = b"P"  # parent -> stepping worker: send the states of your replicas
 
 
 class _ReplicaStepper:
@@ -50,14 +57,31 @@ class _ReplicaStepper:
         self._slot_views: dict[int, TensorDictBase] = {}
         self.current_replica = -1
 
-    def add(self, replica: int, create_env_fn: Callable[[], EnvBase], seed: int) -> None:
-        """Create, seed and reset one replica, publishing its first observation."""
+    def add(
+        self,
+        replica: int,
+        create_env_fn: Callable[[], EnvBase],
+        seed: int,
+        state: ReplicaState | None = None,
+    ) -> None:
+        """Create and seed one replica, then reset it (or put it in ``state``, on resume),
+        publishing its first observation."""
         self.current_replica = replica
         env = create_env_fn()
         self.envs[replica] = env
         env.set_seed(seed)
         self._slot_views[replica] = self._slots[replica]
-        self._publish_root(replica, env.reset())
+        if state is None:
+            self._publish_root(replica, env.reset())
+        else:
+            root, env_state = state
+            load_env_state(env, env_state)
+            self._publish_root(replica, root)
+
+    def state(self, replica: int) -> ReplicaState:
+        """What puts the replica back here: the observation it acts on next and the env's
+        internal state (``None`` for an env that cannot save it)."""
+        return self._roots[replica].clone(), save_env_state(self.envs[replica])
 
     def _publish_root(self, replica: int, root: TensorDictBase) -> None:
         root = root.select(*self._root_keys)
@@ -89,6 +113,7 @@ def prepare_worker_process() -> None:
 def _stepping_worker(
     create_env_fns: dict[int, Callable[[], EnvBase]],
     seeds: dict[int, int],
+    states: dict[int, ReplicaState | None],
     slots: TensorDictBase,
     root_keys: list[NestedKey],
     action_keys: list[NestedKey],
@@ -98,9 +123,14 @@ def _stepping_worker(
     stepper = _ReplicaStepper(slots, root_keys, action_keys)
     try:
         for replica, create_env_fn in create_env_fns.items():
-            stepper.add(replica, create_env_fn, seeds[replica])
+            stepper.add(replica, create_env_fn, seeds[replica], states[replica])
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
+            if message == STATES:
+                replicas = sorted(stepper.envs)
+                reply = {r: stepper.state(r) for r in replicas}
+                running = send(conn, STATES + pickle.dumps(reply))
+                continue
             for replica in np.frombuffer(message, dtype=np.int32).tolist():
                 stepper.step(replica)
                 running = send(conn, STEPPED + struct.pack("i", replica))
@@ -114,18 +144,25 @@ def _stepping_worker(
 class InlineExecutor:
     """Steps every replica in the calling process, in the order asked: the serial mode."""
 
-    def __init__(self, *, create_env_fns, seeds, slots, root_keys, action_keys):
+    def __init__(self, *, create_env_fns, seeds, states, slots, root_keys, action_keys):
         self._create_env_fns = create_env_fns
         self._seeds = seeds
+        self._states = states
         self._stepper = _ReplicaStepper(slots, root_keys, action_keys)
         self._queue: list[int] = []
 
     def start(self) -> None:
-        for replica, (create_env_fn, seed) in enumerate(zip(self._create_env_fns, self._seeds)):
+        starts = zip(self._create_env_fns, self._seeds, self._states)
+        for replica, (create_env_fn, seed, state) in enumerate(starts):
             try:
-                self._stepper.add(replica, create_env_fn, seed)
+                self._stepper.add(replica, create_env_fn, seed, state)
             except Exception as error:
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
+        self._states = None  # used once; not kept alive
+
+    def replica_states(self) -> list[ReplicaState]:
+        """Every replica's state; call between batches."""
+        return [self._stepper.state(r) for r in range(len(self._create_env_fns))]
 
     def send(self, replicas: np.ndarray) -> None:
         self._queue.extend(replicas.tolist())
@@ -150,22 +187,44 @@ class ProcessExecutor:
     """Steps contiguous blocks of replicas in ``num_workers`` processes, each at its own pace."""
 
     def __init__(
-        self, *, create_env_fns, seeds, slots, root_keys, action_keys, num_workers, mp_context
+        self,
+        *,
+        create_env_fns,
+        seeds,
+        states,
+        slots,
+        root_keys,
+        action_keys,
+        num_workers,
+        mp_context,
     ):
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
         self._pool = WorkerPool(blocks, mp_context)
-        self._args = (create_env_fns, seeds, slots, list(root_keys), list(action_keys))
+        self._args = (create_env_fns, seeds, states, slots, list(root_keys), list(action_keys))
 
     def start(self, timeout: float = 300.0) -> None:
-        create_env_fns, seeds, slots, root_keys, action_keys = self._args
+        create_env_fns, seeds, states, slots, root_keys, action_keys = self._args
 
         def args_of(worker: int) -> tuple:
             block = self._pool.blocks[worker].tolist()
             fns = {i: create_env_fns[i] for i in block}
-            return fns, {i: seeds[i] for i in block}, slots, root_keys, action_keys
+            block_states = {i: states[i] for i in block}
+            return fns, {i: seeds[i] for i in block}, block_states, slots, root_keys, action_keys
 
         self._pool.start(_stepping_worker, args_of, timeout)
+        self._args = None  # the states are used once; not kept alive
+
+    def replica_states(self) -> list[ReplicaState]:
+        """Every replica's state, asked of the workers; call between batches (no step is
+        outstanding then, so the only replies are the states)."""
+        for worker in range(len(self._pool.blocks)):
+            self._pool.send(worker, STATES)
+        states: dict[int, ReplicaState] = {}
+        while len(states) < len(self._owner):
+            for _, message in self._pool.wait():
+                states.update(pickle.loads(message[1:]))
+        return [states[r] for r in range(len(self._owner))]
 
     def send(self, replicas: np.ndarray) -> None:
         owners = self._owner[replicas]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import pickle
 import weakref
@@ -26,11 +27,13 @@ from hts_lightning.collectors._engine import (
     ThreadRunner,
     leaf_keys,
 )
-from hts_lightning.collectors._seeding import replica_seeds
+from hts_lightning.collectors._seeding import replica_seeds, resume_seed
 from hts_lightning.collectors._workers import InlineExecutor, ProcessExecutor
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 
 __all__ = ["HTSCollector"]
+
+_log = logging.getLogger(__name__)
 
 
 class HTSCollector(BaseCollector):
@@ -166,6 +169,10 @@ class HTSCollector(BaseCollector):
         self._episode_counts = torch.zeros(num_envs, dtype=torch.int64)
         self._noise_states: list[torch.Tensor] | None = None
         self._noise_generators: list[torch.Generator] | None = None
+        # Each replica's (next root, env state) at the start of the batch in flight, where a
+        # restored collector starts again (None: from resets).
+        self._start_states: list | None = None
+        self._resumes_in_flight_batch = False
         self._started = False
         self._finalizer = None
 
@@ -183,12 +190,14 @@ class HTSCollector(BaseCollector):
             except (EnvReplicaError, WorkerDiedError) as error:
                 # Name the replica by its global index: a rank's shard starts at replica_offset.
                 raise error.shifted(self.replica_offset) from None
+            end_states = self._end_states()
             index = self._batches_yielded % 2
             finished = self._buffers[index]
             self._finish_batch(finished, self._buffer_versions[index])
             self._batches_yielded += 1
             self._take_up_staged_weights()
             if self._num_batches is None or self._batches_yielded < self._num_batches:
+                self._start_states = end_states
                 self._start_batch(self._batches_yielded % 2)
             yield finished.clone()
         self.shutdown()
@@ -232,34 +241,81 @@ class HTSCollector(BaseCollector):
         return seed
 
     def state_dict(self) -> OrderedDict:
-        """Seed, versions, batch count, per-replica episode counts and action-noise RNG states.
+        """Everything a new collector needs to go on exactly where this one is.
 
-        The noise states are those before the batch in flight, so a restored collector draws
-        that batch's noise again. Neither the weights nor the env states are included: a
-        restored collector acts with the weights it is given and starts its envs from resets.
+        Between batches, the batch in flight is described by where it starts: each replica's
+        next observation and env state at its start (:func:`~hts_lightning.envs.save_env_state`;
+        ``None`` for an env that cannot save one), its action-noise generator states, and the
+        weights collecting it. With the weights sent since (used from the next batch), the
+        versions, the batch count and the per-replica episode counts, a collector restored by
+        :meth:`load_state_dict` yields the same batches, bitwise, as this one would have.
+        Per-replica entries are in replica order from ``replica_offset``: the states of the
+        shards of several ranks concatenate into the state of all replicas.
         """
-        states = self._noise_states
-        counts = self._episode_counts
+        finished = self._num_batches is not None and self._batches_yielded >= self._num_batches
+        in_flight = self._started and not finished
+        states = self._start_states
         return OrderedDict(
             seed=self._seed,
+            replica_offset=self.replica_offset,
             policy_version=self._policy_version,
             behaviour_version=self._behaviour_version,
             batches_yielded=self._batches_yielded,
-            episode_counts=counts.clone(),
-            noise_generator_states=states,
+            episode_counts=self._episode_counts.clone(),
+            noise_generator_states=self._noise_states,
+            replica_states=None if states is None else [pickle.dumps(s) for s in states],
+            weights=_flat(self._inference_weights) if in_flight else None,
+            staged_weights=None if self._staged_weights is None else _flat(self._staged_weights),
         )
 
     def load_state_dict(self, state_dict: OrderedDict) -> None:
+        """Restore :meth:`state_dict` (of this collector's replicas, or of a range of replicas
+        that contains them: the concatenated shards of several ranks)."""
         if self._started:
             raise RuntimeError(
                 "HTSCollector.load_state_dict must be called before the first batch."
             )
+        first = state_dict.get("replica_offset", 0)
+        count = len(state_dict["episode_counts"])
+        start = self.replica_offset - first
+        if start < 0 or start + self.num_envs > count:
+            raise ValueError(
+                f"The collector state holds replicas {first}..{first + count - 1}; this "
+                f"collector steps replicas {self.replica_offset}.."
+                f"{self.replica_offset + self.num_envs - 1}. Restore it into a collector with "
+                "the same num_envs (in total over ranks)."
+            )
+        mine = slice(start, start + self.num_envs)
         self._seed = state_dict["seed"]
         self._policy_version = state_dict["policy_version"]
         self._behaviour_version = state_dict["behaviour_version"]
         self._batches_yielded = state_dict["batches_yielded"]
-        self._episode_counts = state_dict["episode_counts"].clone()
-        self._noise_states = state_dict["noise_generator_states"]
+        self._episode_counts = state_dict["episode_counts"][mine].clone()
+        noise = state_dict["noise_generator_states"]
+        self._noise_states = None if noise is None else list(noise[mine])
+        replica_states = state_dict.get("replica_states")
+        if replica_states is not None:
+            self._start_states = [pickle.loads(b) for b in replica_states[mine]]
+        weights = state_dict.get("weights")
+        self._resumes_in_flight_batch = weights is not None
+        if weights is not None:
+            self._inference_weights.update_(_unflat(weights))
+        staged = state_dict.get("staged_weights")
+        self._staged_weights = None if staged is None else _unflat(staged)
+
+    @staticmethod
+    def merge_state_dicts(states: Sequence[OrderedDict]) -> OrderedDict:
+        """One state of all replicas from the states of consecutive shards (ranks, in order).
+
+        The per-replica entries are concatenated; the rest (seed, versions, batch count,
+        weights) is the same on every rank and taken from the first.
+        """
+        merged = OrderedDict(states[0])
+        merged["episode_counts"] = torch.cat([s["episode_counts"] for s in states])
+        for key in ("noise_generator_states", "replica_states"):
+            if merged[key] is not None:
+                merged[key] = [entry for s in states for entry in s[key]]
+        return merged
 
     def shutdown(
         self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
@@ -310,6 +366,7 @@ class HTSCollector(BaseCollector):
         layout = self._layout
         replicas = range(self.replica_offset, self.replica_offset + self.num_envs)
         env_seeds = [env_seed for env_seed, _ in replica_seeds(self._seed, replicas)]
+        start_states = self._replica_start_states(env_seeds)
         self._noise_generators = self._noise_generators_from_seed()
         buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
         width = layout.noise_width
@@ -325,6 +382,7 @@ class HTSCollector(BaseCollector):
             executor = CollectingWorkers(
                 create_env_fns=self._create_env_fns,
                 seeds=env_seeds,
+                states=start_states,
                 layout=layout,
                 policy=self._runner_policy.policy,
                 exploration_type=self._exploration_type,
@@ -335,11 +393,13 @@ class HTSCollector(BaseCollector):
                 mp_context=_mp_context(self._mp_start_method),
             )
             start, runner = executor.start_workers, executor
+            end_states = executor.replica_states
         else:
             slots = layout.slots(self.num_envs)
             executor_kwargs = dict(
                 create_env_fns=self._create_env_fns,
                 seeds=env_seeds,
+                states=start_states,
                 slots=slots,
                 root_keys=layout.root_keys,
                 action_keys=layout.action_keys,
@@ -363,8 +423,14 @@ class HTSCollector(BaseCollector):
                 inference_batch_size=self.inference_batch_size,
             )
 
+            ends: list = []
+
             def collect(index: int) -> None:  # holds no reference to the collector
                 engine.collect(buffers[index], uniforms[index])
+                ends[:] = [executor.replica_states()]
+
+            def end_states() -> list:
+                return ends[0]
 
             start = executor.start
             runner = InlineRunner(collect) if self.num_workers == 0 else None
@@ -377,10 +443,40 @@ class HTSCollector(BaseCollector):
             runner = ThreadRunner(collect)
         self._finalizer = weakref.finalize(self, _stop, runner, executor)
         self._runner, self._buffers, self._uniforms = runner, buffers, uniforms
+        self._end_states = end_states
         self._buffer_versions = [0, 0]
         self._started = True
-        self._take_up_staged_weights()
+        if not self._resumes_in_flight_batch:
+            # Weights sent before the first batch collect it; a restored batch in flight
+            # keeps its own, and the staged ones wait for the batch after it.
+            self._take_up_staged_weights()
         self._start_batch(self._batches_yielded % 2)
+
+    def _replica_start_states(self, env_seeds: list[int]) -> list:
+        """Per replica, the state to start from (``None``: reset). A restored replica whose env
+        could not save its state is re-seeded (in ``env_seeds``) from the seed, the replica
+        and the batch count, and starts a new episode: deterministic, but not the trajectory
+        of an uninterrupted run."""
+        if self._start_states is None:
+            return [None] * self.num_envs
+        states, lost = [], []
+        for replica, (root, env_state) in enumerate(self._start_states):
+            if env_state is None:
+                states.append(None)
+                lost.append(replica)
+                global_replica = self.replica_offset + replica
+                env_seeds[replica] = resume_seed(self._seed, global_replica, self._batches_yielded)
+                self._episode_counts[replica] += 1
+            else:
+                states.append((root, env_state))
+        if lost:
+            _log.warning(
+                "Resuming: the envs of replicas %s cannot save their state; they are re-seeded "
+                "deterministically and start new episodes, so their data differs from that of "
+                "an uninterrupted run.",
+                [self.replica_offset + r for r in lost],
+            )
+        return states
 
     def _start_batch(self, index: int) -> None:
         """Draw the batch's action noise, note its policy version, and set it going."""
@@ -409,6 +505,15 @@ class HTSCollector(BaseCollector):
             self._inference_weights.update_(self._staged_weights)
             self._staged_weights = None
             self._behaviour_version = self._policy_version
+
+
+def _flat(weights: TensorDictBase) -> dict[str, torch.Tensor]:
+    """Weights as a flat ``{name: tensor}`` dict (checkpoint-friendly)."""
+    return {key: value.detach().clone() for key, value in weights.flatten_keys(".").items()}
+
+
+def _unflat(weights: dict[str, torch.Tensor]) -> TensorDictBase:
+    return TensorDict(dict(weights)).unflatten_keys(".")
 
 
 def _stop(runner, executor) -> None:

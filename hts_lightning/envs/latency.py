@@ -121,5 +121,14 @@ class VariableLatencyEnv(EnvBase):
             truncated=truncated,
         )
 
+    def snapshot(self) -> dict:
+        """The data RNG, the current observation and the step (the timing RNG is not data)."""
+        return {"rng": self._rng.get_state(), "obs": self._obs.clone(), "t": self._t}
+
+    def restore(self, snapshot: dict) -> None:
+        self._rng.set_state(snapshot["rng"])
+        self._obs = snapshot["obs"].clone()
+        self._t = snapshot["t"]
+
     def _set_seed(self, seed: int | None) -> None:
         self._rng.manual_seed(0 if seed is None else int(seed))

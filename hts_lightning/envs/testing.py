@@ -79,6 +79,13 @@ class CountingEnv(EnvBase):
             truncated=torch.zeros(1, dtype=torch.bool),
         )
 
+    def snapshot(self) -> dict:
+        """The count (all of this env's state), for exact resume."""
+        return {"count": self._count}
+
+    def restore(self, snapshot: dict) -> None:
+        self._count = snapshot["count"]
+
     def _set_seed(self, seed: int | None) -> None:
         # The counting env has no randomness: every replica counts the same way.
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
@@ -21,6 +21,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.objectives import LossModule, ValueEstimators
 
 from hts_lightning.collectors.baselines import COLLECTOR_KINDS, make_collector
+from hts_lightning.collectors.hts import HTSCollector
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
 
@@ -153,6 +154,7 @@ class OnPolicyModule(LightningModule):
         self.__dict__["_collector"] = None
         self._gradient_version = 0
         self._version_offset = 0
+        self._collector_state_to_load = None
         self._remember_sent_weights()
 
     # --- to override -----------------------------------------------------------------------
@@ -206,10 +208,10 @@ class OnPolicyModule(LightningModule):
                 "num_envs as a multiple of the number of ranks."
             )
 
-    def train_dataloader(self) -> BaseCollector:
+    def train_dataloader(self) -> Iterable[TensorDictBase]:
         # A new collector counts policy versions from 0 with the weights it is given now (the
-        # trained ones on a second fit), or from its restored state when Lightning resumes a
-        # run: ``_behaviour_version`` maps its versions onto our update count.
+        # trained ones on a second fit), or from its restored state on resume:
+        # ``_behaviour_version`` maps its versions onto our update count.
         self._version_offset = self.updates
         self._remember_sent_weights()
         local_envs, replica_offset = self.shard()
@@ -230,7 +232,10 @@ class OnPolicyModule(LightningModule):
             inference=self.hparams.inference,
             replica_offset=replica_offset,
         )
-        return self._collector
+        if self._collector_state_to_load is not None:
+            self._load_collector_state(self._collector_state_to_load)
+            self._collector_state_to_load = None
+        return _CollectorLoader(self._collector)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimizer of the loss parameters (Adam); ACKTR overrides it with K-FAC."""
@@ -247,11 +252,6 @@ class OnPolicyModule(LightningModule):
         return optimizer
 
     def on_train_start(self) -> None:
-        # A collector whose state Lightning restored on resume (it has "sent" versions before
-        # its first batch) still counts the versions of the interrupted run, but acts with the
-        # weights it is given: sending them once more makes it label its batches with them.
-        if (getattr(self._collector, "policy_version", None) or 0) > 0:
-            self._collector.update_policy_weights_()
         self._started = time.perf_counter()
         self._last_step_end = self._started
 
@@ -421,8 +421,9 @@ class OnPolicyModule(LightningModule):
         return self.frames >= self.collection_frames()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # The class (for hts-rl evaluate) and the progress counters: a resumed run logs at the
-        # right env-frame steps.
+        # The class (for hts-rl evaluate), the progress counters (a resumed run logs at the
+        # right env-frame steps) and the collector of every rank: with its batch in flight
+        # described by where it starts, a resumed run goes on exactly as an uninterrupted one.
         checkpoint["hts_module_class"] = f"{type(self).__module__}.{type(self).__qualname__}"
         checkpoint["hts_progress"] = {
             "updates": self.updates,
@@ -430,7 +431,9 @@ class OnPolicyModule(LightningModule):
             "recent_returns": list(self.recent_returns),
             # The sent parameters the delayed gradient of the next batch may need.
             "behaviour_parameters": dict(self.__dict__["_behaviour"]),
+            "torch_rng_state": torch.get_rng_state(),
         }
+        checkpoint["hts_collector"] = self._collector_state()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         progress = checkpoint.get("hts_progress")
@@ -440,9 +443,66 @@ class OnPolicyModule(LightningModule):
             self.recent_returns.clear()
             self.recent_returns.extend(progress["recent_returns"])
             self.__dict__["_behaviour"] = dict(progress["behaviour_parameters"])
+            if "torch_rng_state" in progress:
+                torch.set_rng_state(progress["torch_rng_state"])
+        self._collector_state_to_load = checkpoint.get("hts_collector")
+
+    def _collector_state(self) -> dict | None:
+        """The collector's state; under DDP, of every rank (saving runs on every rank)."""
+        if self._collector is None:
+            return None
+        state = self._collector.state_dict()
+        world = self.trainer.world_size
+        if world > 1:
+            states: list = [None] * world
+            torch.distributed.all_gather_object(states, state)
+            if isinstance(self._collector, HTSCollector):
+                # One state of all replicas: it restores into any number of ranks.
+                return {"kind": "hts", "state": HTSCollector.merge_state_dicts(states)}
+            return {"kind": "per_rank", "states": states}
+        if isinstance(self._collector, HTSCollector):
+            return {"kind": "hts", "state": state}
+        return {"kind": "per_rank", "states": [state]}
+
+    def _load_collector_state(self, saved: dict) -> None:
+        if saved["kind"] == "hts":
+            self._collector.load_state_dict(saved["state"])
+            return
+        states, world = saved["states"], self.trainer.world_size
+        if len(states) != world:
+            raise ValueError(
+                f"The checkpoint holds the {self.hparams.collector!r} collectors of "
+                f"{len(states)} ranks; resume it with the same number of ranks (got {world})."
+            )
+        self._collector.load_state_dict(states[self.global_rank])
 
     def configure_callbacks(self) -> list[Callback]:
         return [_ShutDownCollector()]
+
+
+class _CollectorLoader:
+    """The collector as Lightning's train dataloader: a sized iterable over its batches.
+
+    Its state lives in the module's checkpoint (every rank's collector, see
+    ``OnPolicyModule.on_save_checkpoint``), not in Lightning's loop state, which holds rank 0's
+    only; it is "stateful" to Lightning with nothing to save, so that Lightning knows the run
+    resumes mid-epoch correctly.
+    """
+
+    def __init__(self, collector: BaseCollector):
+        self.collector = collector
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        return iter(self.collector)
+
+    def __len__(self) -> int:
+        return len(self.collector)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        return None
 
 
 class _ShutDownCollector(Callback):

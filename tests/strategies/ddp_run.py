@@ -7,14 +7,18 @@ comes from its environment). Not a test module: tests/strategies/test_delayed_dd
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
 
 import torch
 from lightning import Callback, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from hts_lightning import A2C, ACKTR, PPO, DelayedGradientDDPStrategy
+from hts_lightning.callbacks import StopOnSignal
 
 ALGORITHMS = {"a2c": A2C, "ppo": PPO, "acktr": ACKTR}
 HOOK_CALLS = [0]
@@ -28,6 +32,17 @@ def counting_allreduce(process_group, bucket):
 
 def flat_parameters(module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in module.loss_module.parameters()]).clone()
+
+
+class _InterruptAfter(Callback):
+    """Ctrl-C (on rank 0) during update ``update``: the run stops after it."""
+
+    def __init__(self, update: int):
+        self.update = update
+
+    def on_train_batch_start(self, trainer, module, *args) -> None:
+        if module.updates == self.update - 1 and trainer.is_global_zero:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 class _Record(Callback):
@@ -69,6 +84,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--comm-hook", action="store_true")
+    parser.add_argument("--checkpoint-dir", help="write last.ckpt here (at a stop, at the end)")
+    parser.add_argument("--stop-after", type=int, help="Ctrl-C after this many updates")
+    parser.add_argument("--resume", action="store_true", help="from checkpoint-dir/last.ckpt")
     args = parser.parse_args(argv)
     cls = ALGORITHMS[args.algorithm]
     kwargs = module_kwargs(args)
@@ -80,6 +98,11 @@ def main(argv: list[str]) -> None:
         ddp_comm_hook=counting_allreduce if args.comm_hook else None,
         process_group_backend="gloo" if args.accelerator == "cpu" else "nccl",
     )
+    callbacks = [record]
+    if args.checkpoint_dir:
+        callbacks += [ModelCheckpoint(dirpath=args.checkpoint_dir, save_last=True), StopOnSignal()]
+    if args.stop_after:
+        callbacks.append(_InterruptAfter(args.stop_after))
     trainer = Trainer(
         accelerator=args.accelerator,
         devices=args.devices,
@@ -87,12 +110,13 @@ def main(argv: list[str]) -> None:
         strategy=strategy,
         max_epochs=1,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=bool(args.checkpoint_dir),
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[record],
+        callbacks=callbacks,
     )
-    trainer.fit(module)
+    resume = Path(args.checkpoint_dir, "last.ckpt") if args.resume else None
+    trainer.fit(module, ckpt_path=resume)
     result = {
         "world_size": trainer.world_size,
         "parameters": record.parameters,

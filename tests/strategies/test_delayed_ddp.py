@@ -77,6 +77,33 @@ def test_two_identical_two_rank_runs_are_bitwise_identical(two_ranks, tmp_path):
         assert torch.equal(first, second)
 
 
+def test_a_two_rank_run_stopped_and_resumed_matches_an_uninterrupted_one(two_ranks, tmp_path):
+    """The checkpoint holds every rank's collector (rank 0's alone would restore rank 1's
+    replicas from rank 0's states); resumed, both ranks end on the uninterrupted parameters."""
+    checkpoints = tmp_path / "checkpoints"
+    stopped = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--out", str(tmp_path / "stopped"), "--devices", "2"),
+            *("--checkpoint-dir", str(checkpoints), "--stop-after", "2"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert "SIGINT: stopping after the current update" in stopped.stdout, stopped.stderr[-3000:]
+    assert "Checkpoint written" in stopped.stdout
+    saved = torch.load(checkpoints / "last.ckpt", weights_only=False)
+    assert saved["hts_progress"]["updates"] == 2
+    assert len(saved["hts_collector"]["state"]["replica_states"]) == 8  # both ranks' replicas
+    resumed = _run(
+        tmp_path / "resumed", "--devices", "2", "--checkpoint-dir", str(checkpoints), "--resume"
+    )
+    for rank in resumed:
+        assert rank["updates"] == 6 and len(rank["parameters"]) == 4  # updates 3 to 6
+        assert torch.equal(rank["parameters"][-1], two_ranks[0]["parameters"][-1])
+
+
 def test_ppo_with_a_communication_hook_registered_on_cpu(tmp_path):
     rank0, rank1 = _run(tmp_path, "--devices", "2", "--algorithm", "ppo", "--comm-hook")
     # 2 epochs x 2 minibatches per update, 6 updates: one all-reduce per backward at least.
