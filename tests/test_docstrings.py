@@ -13,6 +13,8 @@ MODULES = [
     "hts_lightning.envs.classic",
     "hts_lightning.envs.latency",
     "hts_lightning.envs.testing",
+    "hts_lightning.envs.snapshot",
+    "hts_lightning.callbacks.stop_on_signal",
     "hts_lightning.models.actor_critic",
     "hts_lightning.models.nature_cnn",
     "hts_lightning.optim.kfac",

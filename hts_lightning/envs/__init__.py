@@ -4,6 +4,15 @@ from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.factory import env_factory
 from hts_lightning.envs.latency import VariableLatencyEnv
+from hts_lightning.envs.snapshot import load_env_state, save_env_state
 from hts_lightning.envs.testing import CountingEnv
 
-__all__ = ["CountingEnv", "VariableLatencyEnv", "env_factory", "make_atari_env", "make_gym_env"]
+__all__ = [
+    "CountingEnv",
+    "VariableLatencyEnv",
+    "env_factory",
+    "load_env_state",
+    "make_atari_env",
+    "make_gym_env",
+    "save_env_state",
+]
