@@ -106,6 +106,8 @@ class KFAC(torch.optim.Optimizer):
     as OpenAI baselines and ikostrikov's ACKTR do: the momentum buffer sums the past updates
     to ``1 / (1 - momentum)`` times their size, so a constant KL-clipped update ``lr * nu * P``
     is also the step the parameters take in the steady state, and the trust region bounds it.
+    :meth:`state_dict` carries the factors, the eigendecompositions and the step count beside
+    the momentum buffers, so that a run resumed from a checkpoint continues exactly.
 
     Args:
         model: the module whose Linear/Conv2d layers are preconditioned. Any other layer with
@@ -214,6 +216,64 @@ class KFAC(torch.optim.Optimizer):
             if {"A", "G"} <= self.factors.get(name, {}).keys()
             for kind in ("A", "G")
         ]
+
+    def state_dict(self) -> dict:
+        """The standard optimizer state (momentum buffers, param groups) plus a ``"kfac"`` entry:
+        the running factors, the eigendecompositions in use (refreshed only every
+        ``inv_update_interval`` steps, so not recomputable from the factors) and the step count.
+        Loading it into a K-FAC optimizer over the same model makes the next steps bitwise
+        identical to those of this one. The tensors are copies, as a checkpoint holds them."""
+        state = super().state_dict()
+        state["kfac"] = {
+            "factors": {
+                name: {kind: t.clone() for kind, t in factors.items()}
+                for name, factors in self.factors.items()
+            },
+            "eigen": {
+                name: tuple(tuple(t.clone() for t in pair) for pair in pairs)
+                for name, pairs in self._eigen.items()
+            },
+            "steps": self._steps,
+        }
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load :meth:`state_dict`'s output. A plain optimizer state without the ``"kfac"`` entry
+        (a checkpoint written before K-FAC saved it) loads with a warning: the factors and the
+        step count start afresh, so the run is not an exact continuation."""
+        state_dict = dict(state_dict)
+        kfac = state_dict.pop("kfac", None)
+        if kfac is not None:
+            unknown = (set(kfac["factors"]) | set(kfac["eigen"])) - set(self.layers)
+            if unknown:
+                raise ValueError(
+                    f"The K-FAC state has factors for layers {sorted(unknown)} that this "
+                    f"optimizer's model does not have (its layers: {sorted(self.layers)}). "
+                    "Load it into a K-FAC optimizer over the same model architecture."
+                )
+        super().load_state_dict(state_dict)
+        if kfac is None:
+            warnings.warn(
+                "KFAC.load_state_dict: no 'kfac' entry (factors, eigendecompositions, step "
+                "count) in the state; they start afresh and the run does not continue exactly.",
+                stacklevel=2,
+            )
+            self.factors, self._eigen, self._steps = {}, {}, 0
+            return
+
+        def place(name: str, tensor: torch.Tensor) -> torch.Tensor:
+            weight = self.layers[name].weight
+            return tensor.to(device=weight.device, dtype=weight.dtype, copy=True)
+
+        self.factors = {
+            name: {kind: place(name, t) for kind, t in factors.items()}
+            for name, factors in kfac["factors"].items()
+        }
+        self._eigen = {
+            name: tuple(tuple(place(name, t) for t in pair) for pair in pairs)
+            for name, pairs in kfac["eigen"].items()
+        }
+        self._steps = int(kfac["steps"])
 
     def _refresh_inverses(self) -> None:
         for name, factors in self.factors.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -184,3 +186,88 @@ def test_statistics_are_the_live_factors_in_module_order():
     f = optimizer.factors
     assert [t.shape for t in stats] == [(4, 4), (4, 4), (5, 5), (3, 3)]
     assert all(s is t for s, t in zip(stats, [f["0"]["A"], f["0"]["G"], f["2"]["A"], f["2"]["G"]]))
+
+
+def _through_a_file(state: dict) -> dict:
+    """``state`` saved and loaded as a checkpoint holds it (no tensor shared with the source)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+def _train_steps(optimizer, net, inputs, seeds):
+    for x, seed in zip(inputs, seeds):
+        torch.manual_seed(seed)  # the Fisher pass samples actions
+        _fisher_pass(optimizer, net, x)
+        optimizer.zero_grad()
+        net(x).flatten(1).pow(2).mean().backward()
+        optimizer.step()
+
+
+def _assert_same(a, b):
+    """Nested dicts/lists/tuples of tensors and numbers, bitwise equal."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("kind", list(NETS))
+def test_state_dict_round_trip_continues_bitwise_identically(kind):
+    torch.manual_seed(6)
+    make, shape = NETS[kind]
+    inputs = [torch.randn(shape) for _ in range(10)]
+    options = dict(lr=0.2, momentum=0.9, damping=0.03, kl_clip=1e-3, inv_update_interval=4)
+    net = make()
+    optimizer = KFAC(net, **options)
+    # 6 steps: the inverses were refreshed at step 5, the factors have changed since, so the
+    # eigendecompositions in use must be carried, not recomputed from the factors.
+    _train_steps(optimizer, net, inputs[:6], range(6))
+    saved = _through_a_file(optimizer.state_dict())
+    assert set(saved) == {"state", "param_groups", "kfac"}
+    assert saved["kfac"]["steps"] == 6
+    restored_net = make()
+    restored_net.load_state_dict(net.state_dict())
+    restored = KFAC(restored_net, **options)
+    restored.load_state_dict(saved)
+    _assert_same(restored.state_dict(), optimizer.state_dict())
+    # Four more steps each, the third of them refreshing the inverses: bitwise the same.
+    _train_steps(optimizer, net, inputs[6:], range(6, 10))
+    _train_steps(restored, restored_net, inputs[6:], range(6, 10))
+    for p, q in zip(net.parameters(), restored_net.parameters()):
+        assert torch.equal(p, q)
+    _assert_same(restored.state_dict(), optimizer.state_dict())
+    assert restored.last_kl_scale == optimizer.last_kl_scale
+
+
+def test_plain_optimizer_state_loads_with_a_warning_and_fresh_factors():
+    torch.manual_seed(7)
+    make, shape = NETS["linear"]
+    net = make()
+    optimizer = KFAC(net, lr=0.2)
+    _train_steps(optimizer, net, [torch.randn(shape)], [0])
+    plain = {k: v for k, v in optimizer.state_dict().items() if k != "kfac"}
+    other = KFAC(make(), lr=0.2)
+    with pytest.warns(UserWarning, match="start afresh"):
+        other.load_state_dict(plain)
+    assert other.factors == {} and other._steps == 0
+    _assert_same(other.state_dict()["state"], optimizer.state_dict()["state"])
+
+
+def test_state_of_another_model_is_refused():
+    make, shape = NETS["linear"]
+    net = make()
+    optimizer = KFAC(net)
+    _train_steps(optimizer, net, [torch.randn(shape)], [0])
+    wider = nn.Sequential(nn.Identity(), nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+    with pytest.raises(ValueError, match="same model architecture"):
+        KFAC(wider).load_state_dict(optimizer.state_dict())
