@@ -121,6 +121,36 @@ def _matrix(layer: nn.Module) -> torch.Tensor:
     return grad
 
 
+class _StatisticsHook:
+    """KFAC's forward hook on a layer: inside :meth:`KFAC.fisher_pass` it records the layer's
+    input factor, and its output factor through a hook on the output's gradient.
+
+    A copy of the hook (the model deep-copied or pickled, e.g. a policy sent to a collector's
+    worker process) is inert: the copy's statistics are not the learner's, and the optimizer
+    stays behind.
+    """
+
+    def __init__(self, optimizer: KFAC | None, name: str):
+        self.optimizer = optimizer
+        self.name = name
+
+    def __reduce__(self):
+        return (_StatisticsHook, (None, self.name))
+
+    def __call__(self, layer: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        optimizer = self.optimizer
+        if optimizer is None or not optimizer._recording:
+            return
+        name = self.name
+        optimizer._update_factor(name, "A", input_factor(args[0].detach(), layer))
+        if output.requires_grad:
+
+            def grad_hook(grad):
+                optimizer._update_factor(name, "G", output_factor(grad.detach(), layer))
+
+            output.register_hook(grad_hook)
+
+
 class KFAC(torch.optim.Optimizer):
     """K-FAC with momentum and ACKTR's KL clip, over a model's Linear and Conv2d layers.
 
@@ -200,21 +230,7 @@ class KFAC(torch.optim.Optimizer):
         self._steps = 0
         self._recording = False
         for name, layer in self.layers.items():
-            layer.register_forward_hook(self._record(name))
-
-    def _record(self, name):
-        def forward_hook(layer, args, output):
-            if not self._recording:
-                return
-            self._update_factor(name, "A", input_factor(args[0].detach(), layer))
-            if output.requires_grad:
-
-                def grad_hook(grad):
-                    self._update_factor(name, "G", output_factor(grad.detach(), layer))
-
-                output.register_hook(grad_hook)
-
-        return forward_hook
+            layer.register_forward_hook(_StatisticsHook(self, name))
 
     def _update_factor(self, name: str, kind: str, value: torch.Tensor) -> None:
         factors = self.factors.setdefault(name, {})

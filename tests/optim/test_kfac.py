@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 
 import pytest
@@ -385,3 +386,28 @@ def test_grouped_convolution_is_refused_unless_skipped():
     with pytest.raises(ValueError, match=r"groups=2.*skip="):
         KFAC(net)
     assert list(KFAC(net, skip=["0"]).layers) == ["2"]
+
+
+@pytest.mark.parametrize("copy_with", ["pickle", "deepcopy"])
+def test_a_copy_of_the_model_pickles_and_records_nothing(copy_with):
+    # TorchRL's multi-process collectors pickle the policy (layers K-FAC hooks) to their
+    # workers; a copy's forward passes must not feed the learner's factors.
+    torch.manual_seed(11)
+    make, shape = NETS["conv2d"]
+    net = make()
+    optimizer = KFAC(net, stat_decay=0.5)
+    x = torch.randn(shape)
+    _fisher_pass(optimizer, net, x)
+    before = copy.deepcopy(optimizer.factors)
+    if copy_with == "pickle":
+        buffer = io.BytesIO()
+        torch.save(net, buffer)
+        buffer.seek(0)
+        twin = torch.load(buffer, weights_only=False)
+    else:
+        twin = copy.deepcopy(net)
+    torch.testing.assert_close(twin(x), net(x))
+    _fisher_pass(optimizer, twin, torch.randn(shape))
+    _assert_same(optimizer.factors, before)
+    _fisher_pass(optimizer, net, torch.randn(shape))  # the original still records
+    assert not torch.equal(optimizer.factors["0"]["A"], before["0"]["A"])
