@@ -10,6 +10,7 @@ from torch import nn
 
 from hts_lightning import ACKTR
 from tests.conftest import quiet_trainer
+from tests.optim.helpers import assert_same
 
 
 class _Steps(Callback):
@@ -64,21 +65,6 @@ class _StateAtStart(Callback):
         trainer.should_stop = True
 
 
-def _assert_same(a, b):
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b) and a.dtype == b.dtype
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            _assert_same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _assert_same(x, y)
-    else:
-        assert a == b
-
-
 def test_checkpoint_restores_the_kfac_state_and_the_fisher_stream(tmp_path):
     kwargs = dict(
         env_id="CartPole-v1",
@@ -96,12 +82,12 @@ def test_checkpoint_restores_the_kfac_state_and_the_fisher_stream(tmp_path):
     fresh_rng = torch.Generator().manual_seed(1)  # seed 0 + 1, as ACKTR seeds it
     assert not torch.equal(saver.fisher_rng, fresh_rng.get_state())
     checkpoint = torch.load(path, weights_only=True)
-    _assert_same(checkpoint["optimizer_states"][0], saver.optimizer_state)
+    assert_same(checkpoint["optimizer_states"][0], saver.optimizer_state)
     assert torch.equal(checkpoint["hts_acktr"]["fisher_rng"], saver.fisher_rng)
     assert checkpoint["hts_progress"]["updates"] == 3  # the base class's entry is kept
 
     start = _StateAtStart()
     quiet_trainer(start, default_root_dir=tmp_path).fit(ACKTR(**kwargs), ckpt_path=path)
     assert start.updates == 3
-    _assert_same(start.optimizer_state, saver.optimizer_state)
+    assert_same(start.optimizer_state, saver.optimizer_state)
     assert torch.equal(start.fisher_rng, saver.fisher_rng)

@@ -12,6 +12,7 @@ from torch import nn
 
 from hts_lightning.optim import KFAC
 from hts_lightning.optim.kfac import conv_patches, eigen, precondition
+from tests.optim.helpers import assert_same
 
 
 def _fisher_pass(optimizer, net, x):
@@ -206,22 +207,6 @@ def _train_steps(optimizer, net, inputs, seeds):
         optimizer.step()
 
 
-def _assert_same(a, b):
-    """Nested dicts/lists/tuples of tensors and numbers, bitwise equal."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            _assert_same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _assert_same(x, y)
-    else:
-        assert a == b
-
-
 @pytest.mark.parametrize("kind", list(NETS))
 def test_state_dict_round_trip_continues_bitwise_identically(kind):
     torch.manual_seed(6)
@@ -240,13 +225,13 @@ def test_state_dict_round_trip_continues_bitwise_identically(kind):
     restored_net.load_state_dict(net.state_dict())
     restored = KFAC(restored_net, **options)
     restored.load_state_dict(saved)
-    _assert_same(restored.state_dict(), optimizer.state_dict())
+    assert_same(restored.state_dict(), optimizer.state_dict())
     # Four more steps each, the third of them refreshing the inverses: bitwise the same.
     _train_steps(optimizer, net, inputs[6:], range(6, 10))
     _train_steps(restored, restored_net, inputs[6:], range(6, 10))
     for p, q in zip(net.parameters(), restored_net.parameters()):
         assert torch.equal(p, q)
-    _assert_same(restored.state_dict(), optimizer.state_dict())
+    assert_same(restored.state_dict(), optimizer.state_dict())
     assert restored.last_kl_scale == optimizer.last_kl_scale
 
 
@@ -261,7 +246,7 @@ def test_plain_optimizer_state_loads_with_a_warning_and_fresh_factors():
     with pytest.warns(UserWarning, match="start afresh"):
         other.load_state_dict(plain)
     assert other.factors == {} and other._steps == 0
-    _assert_same(other.state_dict()["state"], optimizer.state_dict()["state"])
+    assert_same(other.state_dict()["state"], optimizer.state_dict()["state"])
 
 
 def test_state_of_another_model_is_refused():
@@ -408,6 +393,6 @@ def test_a_copy_of_the_model_pickles_and_records_nothing(copy_with):
         twin = copy.deepcopy(net)
     torch.testing.assert_close(twin(x), net(x))
     _fisher_pass(optimizer, twin, torch.randn(shape))
-    _assert_same(optimizer.factors, before)
+    assert_same(optimizer.factors, before)
     _fisher_pass(optimizer, net, torch.randn(shape))  # the original still records
     assert not torch.equal(optimizer.factors["0"]["A"], before["0"]["A"])
