@@ -1,23 +1,28 @@
-"""Shared helpers of the paper-figure benchmarks (``fig_*.py``).
+"""Shared helpers of the training benchmarks (``fig_*.py``, ``training_throughput.py``).
 
-One function does the work of every figure: :func:`train` fits ``hts_lightning.PPO`` through
-Lightning's Trainer with one collector kind (``hts``, or a TorchRL baseline: ``sync`` =
-``Collector(ParallelEnv)``, ``multi_sync``, ``multi_async``) for a number of batches, and returns
-its steady-state frames/s, its per-update learning curve and the load average of the moment.
-Only the module's ``collector=`` argument differs between contenders: same env, model, learner,
-number of replicas and processes. The rest is reporting: machine line, markdown tables, plots.
+One function does the work of every figure: :func:`train` fits a module (``hts_lightning.PPO``
+by default) through Lightning's Trainer with one collector kind (``hts``, or a TorchRL baseline:
+``sync`` = ``Collector(ParallelEnv)``, ``multi_sync``, ``multi_async``) for a number of batches,
+and returns its steady-state frames/s, its per-update learning curve and the load average of the
+moment. Only the module's ``collector=`` argument differs between contenders: same env, model,
+learner, number of replicas and processes. The rest is the command line (:func:`parse_figure_args`:
+the options every figure has and its sizes, default or ``--full``) and reporting (machine line,
+markdown tables, plots, :func:`publish`).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from lightning import Callback, Trainer
@@ -91,14 +96,20 @@ class Run:
     #: over the timed batches: seconds in the learner's update, and waiting for the next batch
     update_s: float = 0.0
     wait_s: float = 0.0
+    timed_batches: int = 0
     #: (frames, wall seconds since the start of training, mean of the last 20 returns or nan)
     curve: list[tuple[int, float, float]] = field(default_factory=list)
 
     @property
+    def update_per_batch(self) -> float:
+        """Mean seconds per timed batch in the learner's update (the module's ``time/update``)."""
+        return self.update_s / max(self.timed_batches, 1)
+
+    @property
     def per_batch(self) -> str:
         """Seconds per timed batch in the learner's update / waiting for the batch."""
-        timed = max(len(self.curve) - 1, 1)
-        return f"{self.update_s / timed:.2f} / {self.wait_s / timed:.2f}"
+        wait = self.wait_s / max(self.timed_batches, 1)
+        return f"{self.update_per_batch:.2f} / {wait:.2f}"
 
     @property
     def label(self) -> str:
@@ -157,6 +168,7 @@ class Recorder(Callback):
         self.end = 0.0
         self.frames = 0
         self.lags: list[float] = []
+        self.timed = 0  # batches after the clock started
         self.update_s = 0.0  # timed batches: learner time, and time waiting for the batch
         self.wait_s = 0.0
         self.curve: list[tuple[int, float, float]] = []
@@ -175,6 +187,7 @@ class Recorder(Callback):
             self.start, self.frames_at_start = now, module.frames
             return
         self.end, self.frames = now, module.frames
+        self.timed += 1
         metrics = trainer.callback_metrics
         self.update_s += float(metrics.get("time/update", 0.0))
         self.wait_s += float(metrics.get("time/wait_for_batch", 0.0))
@@ -191,6 +204,21 @@ class Recorder(Callback):
         return (self.frames - self.frames_at_start) / (self.end - self.start)
 
 
+def fit(module, *callbacks: Callback) -> None:
+    """Fit ``module`` for its one epoch (``total_frames``, unless a callback stops it) on the
+    GPU when there is one, with no logger, checkpoints, progress bar or summary."""
+    Trainer(
+        max_epochs=1,
+        accelerator="auto",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=list(callbacks),
+    ).fit(module)
+
+
 def train(
     run: Run,
     env_id: str,
@@ -198,22 +226,26 @@ def train(
     *,
     batches: int | None = None,
     total_frames: int | None = None,
-    **ppo_kwargs,
+    module_cls: type = PPO,
+    **module_kwargs,
 ) -> Run:
-    """Fit PPO with ``run.collector`` and fill in ``run``'s measurements.
+    """Fit ``module_cls`` (PPO by default) with ``run.collector`` and fill in ``run``'s
+    measurements.
 
-    ``batches``: stop after that many batches after the first (a throughput run, or the start
-    of a long learning run); ``total_frames``: the module's (default: two batches more than
-    that, so that the stop comes before the collector's end). ``ppo_kwargs`` go to
-    :class:`hts_lightning.PPO` (a recipe's hyperparameters). With CUDA the learner and the
-    policy inference run on the GPU.
+    ``batches``: stop after that many batches after the first (after the first W for a
+    ``MultiAsyncCollector`` with W workers): a throughput run, or the start of a long learning
+    run; ``total_frames``: the module's (default: one batch more than the run needs, so that
+    the stop comes before the collector's end). ``module_kwargs`` go to the module (a recipe's
+    hyperparameters). With CUDA the learner runs on the GPU and so does the policy inference,
+    unless ``run.inference`` is ``"workers"`` (HTS inference on CPU, in the env processes).
     """
     frames_per_batch = run.num_envs * run.sync_interval
     warmup = run.num_workers if run.collector == "multi_async" and batches is not None else 1
     if total_frames is None:
         total_frames = frames_per_batch * (warmup + batches + 1)
     torch.set_num_threads(main_threads(run.num_workers))
-    module = PPO(
+    gpu_inference = torch.cuda.is_available() and run.inference != "workers"
+    module = module_cls(
         env_id=env_id,
         env_kwargs=env_kwargs or {},
         num_envs=run.num_envs,
@@ -223,25 +255,17 @@ def train(
         seed=run.seed,
         collector=run.collector,
         inference=run.inference,
-        inference_device="cuda" if torch.cuda.is_available() else None,
-        **ppo_kwargs,
+        inference_device="cuda" if gpu_inference else None,
+        **module_kwargs,
     )
     recorder = Recorder(stop_after=batches, warmup=warmup)
     started = time.perf_counter()
-    Trainer(
-        max_epochs=1,
-        accelerator="auto",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[recorder],
-    ).fit(module)
+    fit(module, recorder)
     run.wall_s = time.perf_counter() - started
     run.fps = recorder.fps
     run.curve = recorder.curve
     run.update_s, run.wait_s = recorder.update_s, recorder.wait_s
+    run.timed_batches = recorder.timed
     if recorder.lags:
         run.lag = f"{min(recorder.lags):.0f}-{max(recorder.lags):.0f}"
     run.load = os.getloadavg()
@@ -297,6 +321,56 @@ def section(title: str, settings: str, table: list[str], plots: list[Path]) -> s
     return "\n".join(lines) + "\n"
 
 
+def throughput_table(
+    runs: list[Run], key: Callable[[Run], Any], columns: dict[str, Callable[[Run], Any]]
+) -> list[str]:
+    """A throughput figure's table, a row per run: ``columns`` (title: the run's cell), then
+    frames/s, "<HTS variant> / this" per HTS variant (against the HTS run with the same
+    ``key``), the policy lag, update / wait seconds per batch and the load average."""
+    labels, titles = ratio_header(runs)
+    header = [*columns, "frames/s", *titles, "policy lag", "update / wait s", "load 1/5/15 min"]
+    rows = [
+        [
+            *(cell(r) for cell in columns.values()),
+            f"{r.fps:.0f}",
+            *ratios(runs, r, key, labels),
+            r.lag,
+            r.per_batch,
+            load_str(r.load),
+        ]
+        for r in runs
+    ]
+    numbers = [t for t, cell in columns.items() if isinstance(cell(runs[0]), (int, float))]
+    return markdown_table(header, rows, right=(*numbers, "frames/s", *titles))
+
+
+def markdown_table(
+    header: list[str], rows: list[list[Any]], right: tuple[str, ...] = ()
+) -> list[str]:
+    """A markdown table's lines; the columns named in ``right`` are right-aligned (numbers)."""
+    rules = ["---:" if title in right else "---" for title in header]
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(rules) + " |",
+        *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows),
+    ]
+
+
+def save_plot(fig, args: argparse.Namespace, stem: str) -> Path:
+    """Save ``fig`` as ``plots/<--plot-name or stem>.png``; returns its path."""
+    fig.tight_layout()
+    path = PLOTS / f"{args.plot_name or stem}.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def publish(
+    title: str, settings: str, table: list[str], plots: list[Path], args: argparse.Namespace
+) -> None:
+    """Print the dated section and append it to ``--output`` if given."""
+    emit(section(title, settings, table, plots), args.output)
+
+
 def emit(text: str, output: Path | None) -> None:
     print("\n" + text)
     if output is not None:
@@ -314,6 +388,56 @@ def pyplot():
 
     PLOTS.mkdir(exist_ok=True)
     return plt
+
+
+@dataclass(frozen=True)
+class Size:
+    """A size option of a figure script: its value by default and with ``--full`` (either may
+    be a function of the parsed arguments, for sizes that depend on other options), and what
+    it is. The help reads "<what> (default D; F with --full)" unless ``help`` replaces it."""
+
+    default: Any
+    full: Any
+    what: str = ""
+    help: str | None = None
+
+    def help_text(self, name: str) -> str:
+        if self.help is not None:
+            return self.help
+        what = self.what or SIZES.get(name, name)
+        return f"{what} (default {self.default}; {self.full} with --full)"
+
+
+SIZES = {
+    "num_envs": "env replicas",
+    "num_workers": "worker processes",
+    "sync_interval": "steps per replica and batch",
+    "batches": "timed batches after the first",
+}
+
+
+def parse_figure_args(
+    parser: argparse.ArgumentParser, argv=None, defaults: dict | None = None, **sizes: Size
+) -> argparse.Namespace:
+    """Add the options every figure script has (:func:`add_common_args`) and one integer option
+    per size (``num_envs`` is ``--num-envs``), parse ``argv``, and fill in each size the command
+    line left out, in the order given: its ``full`` value with ``--full``, else its default.
+    ``defaults`` replace the defaults of options (the common ones included)."""
+    for name, size in sizes.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=int, help=size.help_text(name))
+    add_common_args(parser)
+    parser.set_defaults(**(defaults or {}))
+    args = parser.parse_args(argv)
+    for name, size in sizes.items():
+        if getattr(args, name) is None:
+            value = size.full if args.full else size.default
+            setattr(args, name, value(args) if callable(value) else value)
+    return args
+
+
+def figure_parser(doc: str) -> argparse.ArgumentParser:
+    """A parser described by the first line of a script's docstring."""
+    return argparse.ArgumentParser(description=doc.split("\n")[0])
 
 
 def add_common_args(parser) -> None:

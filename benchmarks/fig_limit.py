@@ -15,41 +15,27 @@ from __future__ import annotations
 import argparse
 import os
 
+import _common as common
 import collector_throughput as ct
 import torch
-from _common import (
-    GAMES,
-    PLOTS,
-    Run,
-    add_common_args,
-    announce,
-    contenders,
-    emit,
-    latency_env,
-    load_str,
-    pyplot,
-    section,
-    train,
-)
 
 ENVS = ("pong", "latency-high")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.figure_parser(__doc__)
     parser.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS))
-    parser.add_argument("--num-envs", type=int, help="default 8; 16 with --full")
-    parser.add_argument(
-        "--num-workers", type=int, help="default 2 (pong) / num-envs (latency); --full: 8 / envs"
+    workers = (
+        "processes (default 2 for pong, num-envs for latency; --full min(8, cores) / num-envs)"
     )
-    parser.add_argument("--sync-interval", type=int, help="default 32; 128 with --full")
-    parser.add_argument("--batches", type=int, help="timed batches (default 4; 12 --full)")
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    args.num_envs = args.num_envs or (16 if args.full else 8)
-    args.sync_interval = args.sync_interval or (128 if args.full else 32)
-    args.batches = args.batches or (12 if args.full else 4)
-    return args
+    return common.parse_figure_args(
+        parser,
+        argv,
+        num_envs=common.Size(8, 16),
+        num_workers=common.Size(None, None, help=workers),  # per env: workers_for
+        sync_interval=common.Size(32, 128),
+        batches=common.Size(4, 12),
+    )
 
 
 def workers_for(env: str, args: argparse.Namespace) -> int:
@@ -83,40 +69,43 @@ def main(argv=None) -> None:
         for m in measured:
             rows.append((env, m.collector, m.fps, os.getloadavg()))
             print(f"  {m.collector}: {m.fps:.0f} frames/s", flush=True)
-        env_id, env_kwargs = (GAMES[env], {}) if env in GAMES else latency_env(10.0)
-        for kind, inference in contenders(["hts", "sync"], args.hts_inference):
-            run = Run(env, kind, args.num_envs, workers, args.sync_interval, inference=inference)
+        env_id, env_kwargs = (
+            (common.GAMES[env], {}) if env in common.GAMES else common.latency_env(10.0)
+        )
+        for kind, inference in common.contenders(["hts", "sync"], args.hts_inference):
+            run = common.Run(
+                env, kind, args.num_envs, workers, args.sync_interval, inference=inference
+            )
             name = f"PPO training, {run.label}"
-            run = train(
+            run = common.train(
                 run,
                 env_id,
                 env_kwargs,
                 batches=args.batches,
             )
-            announce(run)
+            common.announce(run)
             rows.append((env, name, run.fps, run.load))
     limit = {env: fps for env, name, fps, _ in rows if name == ct.ENV_ALONE}
-    table = [
-        "| env | contender | frames/s | this / env alone | load 1/5/15 min |",
-        "| --- | --- | ---: | ---: | --- |",
-    ]
-    for env, name, fps, load in rows:
-        table.append(f"| {env} | {name} | {fps:.0f} | {fps / limit[env]:.2f} | {load_str(load)} |")
+    table = common.markdown_table(
+        ["env", "contender", "frames/s", "this / env alone", "load 1/5/15 min"],
+        [
+            [env, name, f"{fps:.0f}", f"{fps / limit[env]:.2f}", common.load_str(load)]
+            for env, name, fps, load in rows
+        ],
+        right=("frames/s", "this / env alone"),
+    )
     settings = (
         f"{args.num_envs} envs; processes: "
         + ", ".join(f"{env} {workers_for(env, args)}" for env in args.envs)
         + f"; sync interval {args.sync_interval}; {args.batches} timed batches; latency-high = "
         "VariableLatencyEnv, log-normal step time, mean 2 ms, std 10 ms"
     )
-    plots = [plot(rows, args)]
-    emit(
-        section("The limit: env alone and HTS's fraction of it", settings, table, plots),
-        args.output,
-    )
+    title = "The limit: env alone and HTS's fraction of it"
+    common.publish(title, settings, table, [plot(rows, args)], args)
 
 
 def plot(rows, args: argparse.Namespace):
-    plt = pyplot()
+    plt = common.pyplot()
     fig, axes = plt.subplots(1, len(args.envs), figsize=(5.5 * len(args.envs), 4.2))
     axes = axes if len(args.envs) > 1 else [axes]
     for ax, env in zip(axes, args.envs):
@@ -136,10 +125,7 @@ def plot(rows, args: argparse.Namespace):
         ax.set_xlabel("frames/s (label: fraction of env alone)")
         ax.set_title(env)
         ax.tick_params(axis="y", labelsize=7)
-    fig.tight_layout()
-    path = PLOTS / f"{args.plot_name or 'limit'}.png"
-    fig.savefig(path, dpi=110)
-    return path
+    return common.save_plot(fig, args, "limit")
 
 
 if __name__ == "__main__":

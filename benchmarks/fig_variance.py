@@ -21,89 +21,69 @@ from __future__ import annotations
 import argparse
 import os
 
-from _common import (
-    GAMES,
-    LABELS,
-    PLOTS,
-    Run,
-    add_common_args,
-    announce,
-    contenders,
-    emit,
-    latency_env,
-    load_str,
-    pyplot,
-    ratio_header,
-    ratios,
-    require_football,
-    section,
-    train,
-)
+import _common as common
 
 COLLECTORS = ("hts", "sync", "multi_sync", "multi_async")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.figure_parser(__doc__)
     parser.add_argument("panel", choices=("latency", "atari"))
     parser.add_argument("--stds", type=float, nargs="+", help="latency: step-time std in ms")
     parser.add_argument("--mean-ms", type=float, default=2.0, help="latency: mean step time, ms")
     parser.add_argument(
-        "--games", nargs="+", choices=[*GAMES, "football"], help="default: pong breakout qbert"
+        "--games",
+        nargs="+",
+        choices=[*common.GAMES, "football"],
+        help="default: pong breakout qbert",
     )
     parser.add_argument("--collectors", nargs="+", choices=COLLECTORS, default=list(COLLECTORS))
-    parser.add_argument("--num-envs", type=int, help="default 4 (latency) / 8; --full 16")
-    parser.add_argument(
-        "--num-workers", type=int, help="default: num-envs (latency), 2 (atari; --full 8)"
-    )
-    parser.add_argument("--sync-interval", type=int, help="default 32; 128 with --full")
-    parser.add_argument("--batches", type=int, help="timed batches (default 4 / 2; 10 --full)")
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    full, latency = args.full, args.panel == "latency"
-    args.stds = args.stds or ([0, 0.5, 2, 5, 10, 20] if full else [0, 2, 10, 20])
-    args.games = args.games or list(GAMES)
+
+    def latency(args):
+        return args.panel == "latency"
+
     # latency: one replica per process, 4 by default (each TorchRL baseline process costs
     # ~10 s of start-up on 2 loaded cores)
-    args.num_envs = args.num_envs or (16 if full else (4 if latency else 8))
-    if not args.num_workers:
-        args.num_workers = (
-            args.num_envs if latency else (min(8, os.cpu_count() or 1) if full else 2)
-        )
-    args.sync_interval = args.sync_interval or (128 if full else 32)
-    args.batches = args.batches or (10 if full else (4 if latency else 2))
+    args = common.parse_figure_args(
+        parser,
+        argv,
+        num_envs=common.Size(
+            lambda a: 4 if latency(a) else 8, 16, help="default 4 (latency) / 8; --full 16"
+        ),
+        num_workers=common.Size(
+            lambda a: a.num_envs if latency(a) else 2,
+            lambda a: a.num_envs if latency(a) else min(8, os.cpu_count() or 1),
+            help="default: num-envs (latency), 2 (atari; --full min(8, cores))",
+        ),
+        sync_interval=common.Size(32, 128),
+        batches=common.Size(
+            lambda a: 4 if latency(a) else 2, 10, help="timed batches (default 4 / 2; 10 --full)"
+        ),
+    )
+    args.stds = args.stds or ([0, 0.5, 2, 5, 10, 20] if args.full else [0, 2, 10, 20])
+    args.games = args.games or list(common.GAMES)
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.panel == "atari" and "football" in args.games:
-        require_football()  # before anything runs
+        common.require_football()  # before anything runs
     cases = (
-        [(f"std {std:g} ms", latency_env(std, args.mean_ms)) for std in args.stds]
+        [(f"std {std:g} ms", common.latency_env(std, args.mean_ms)) for std in args.stds]
         if args.panel == "latency"
-        else [(game, (GAMES[game], {})) for game in args.games]
+        else [(game, (common.GAMES[game], {})) for game in args.games]
     )
-    runs: list[Run] = []
+    runs: list[common.Run] = []
     for name, (env_id, env_kwargs) in cases:
         print(f"== {name}", flush=True)
-        for kind, inference in contenders(args.collectors, args.hts_inference):
-            run = Run(name, kind, args.num_envs, args.num_workers, args.sync_interval)
+        for kind, inference in common.contenders(args.collectors, args.hts_inference):
+            run = common.Run(name, kind, args.num_envs, args.num_workers, args.sync_interval)
             run.inference = inference
-            runs.append(train(run, env_id, env_kwargs, batches=args.batches))
-            announce(run)
-    labels, titles = ratio_header(runs)
-    table = [
-        f"| env | collector | frames/s | {' | '.join(titles)} | policy lag | update / wait s "
-        "| load 1/5/15 min |",
-        "| --- | --- | ---: | " + "---: | " * len(titles) + "--- | --- | --- |",
-    ]
-    for r in runs:
-        cells = " | ".join(ratios(runs, r, lambda x: x.env, labels))
-        table.append(
-            f"| {r.env} | {r.label} | {r.fps:.0f} | {cells} | {r.lag} | {r.per_batch} "
-            f"| {load_str(r.load)} |"
-        )
+            runs.append(common.train(run, env_id, env_kwargs, batches=args.batches))
+            common.announce(run)
+    columns = {"env": lambda r: r.env, "collector": lambda r: r.label}
+    table = common.throughput_table(runs, lambda r: r.env, columns)
     what = (
         f"log-normal step time, mean {args.mean_ms:g} ms"
         if args.panel == "latency"
@@ -115,13 +95,14 @@ def main(argv=None) -> None:
         "batches after the first"
     )
     title = f"Speedup vs step-time variance ({args.panel})"
-    emit(section(title, settings, table, [plot(runs, args, labels)]), args.output)
+    common.publish(title, settings, table, [plot(runs, args)], args)
 
 
-def plot(runs: list[Run], args: argparse.Namespace, labels: list[str]):
-    plt = pyplot()
+def plot(runs: list[common.Run], args: argparse.Namespace):
+    plt = common.pyplot()
+    labels, _ = common.ratio_header(runs)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    baselines = [LABELS[k] for k in args.collectors if k != "hts"]
+    baselines = [common.LABELS[k] for k in args.collectors if k != "hts"]
     pairs = [(h, b) for h in labels for b in baselines]
     fps = {(r.env, r.label): r.fps for r in runs}
     envs = list(dict.fromkeys(r.env for r in runs))
@@ -145,10 +126,7 @@ def plot(runs: list[Run], args: argparse.Namespace, labels: list[str]):
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_ylabel("training frames/s ratio")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = PLOTS / f"{args.plot_name or 'variance_' + args.panel}.png"
-    fig.savefig(path, dpi=110)
-    return path
+    return common.save_plot(fig, args, f"variance_{args.panel}")
 
 
 if __name__ == "__main__":

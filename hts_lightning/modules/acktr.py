@@ -20,7 +20,9 @@ class ACKTR(A2C):
     K-FAC's factors; its gradients are computed with ``torch.autograd.grad`` and never touch
     the policy-gradient buffers. The step size is bounded by ACKTR's KL clip, so gradients are
     not clipped by norm by default. Under a DDP strategy the ranks average their factors after
-    every Fisher pass.
+    every Fisher pass. Checkpoints carry K-FAC's factors, eigendecompositions and step count
+    (in the optimizer state) and the Fisher pass's random stream: a resumed run takes the same
+    steps as an uninterrupted one.
 
     Args (keyword-only, beside :class:`OnPolicyModule`'s; ``lr`` defaults to 0.25):
         momentum, stat_decay, damping, kl_clip, inv_update_interval: :class:`KFAC`'s.
@@ -68,6 +70,17 @@ class ACKTR(A2C):
             kl_clip=self.hparams.kl_clip,
             inv_update_interval=self.hparams.inv_update_interval,
         )
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        # The Fisher pass's sampling stream; K-FAC's factors travel in the optimizer state.
+        checkpoint["hts_acktr"] = {"fisher_rng": self._fisher_rng.get_state()}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        saved = checkpoint.get("hts_acktr")
+        if saved is not None:
+            self._fisher_rng.set_state(saved["fisher_rng"])
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         flat = batch.reshape(-1)

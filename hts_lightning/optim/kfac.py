@@ -23,17 +23,37 @@ from torch import nn
 __all__ = ["KFAC"]
 
 
+def _conv_padding(layer: nn.Conv2d) -> tuple[int, int, int, int]:
+    """The layer's padding as ``F.pad`` takes it (left, right, top, bottom), as the layer pads:
+    ``"same"`` puts the odd pixel of an even total on the right/bottom, as PyTorch does."""
+    if layer.padding == "valid":
+        return (0, 0, 0, 0)
+    if layer.padding == "same":
+        total_h, total_w = (d * (k - 1) for d, k in zip(layer.dilation, layer.kernel_size))
+        return (total_w // 2, total_w - total_w // 2, total_h // 2, total_h - total_h // 2)
+    pad_h, pad_w = layer.padding
+    return (pad_w, pad_w, pad_h, pad_h)
+
+
+def conv_patches(inputs: torch.Tensor, layer: nn.Conv2d) -> torch.Tensor:
+    """The input patches the convolution multiplies its weight with, [N, L, C*kh*kw] for L
+    output positions, in the weight's (C, kh, kw) order, padded as the layer pads (zeros,
+    reflect, replicate or circular): ``patches @ weight.reshape(out, -1).T + bias`` is the
+    layer's output."""
+    padding = _conv_padding(layer)
+    if any(padding):
+        mode = "constant" if layer.padding_mode == "zeros" else layer.padding_mode
+        inputs = F.pad(inputs, padding, mode=mode)
+    patches = F.unfold(inputs, layer.kernel_size, dilation=layer.dilation, stride=layer.stride)
+    return patches.transpose(1, 2)
+
+
 def input_factor(inputs: torch.Tensor, layer: nn.Module) -> torch.Tensor:
-    """A = E[a a^T] over the layer's input vectors (patches for a convolution), bias column last."""
+    """A = E[a a^T] over the layer's input vectors (for a convolution: over its patches, every
+    example and output position), with the bias as a homogeneous coordinate (a 1) last."""
     if isinstance(layer, nn.Conv2d):
-        patches = F.unfold(
-            inputs,
-            layer.kernel_size,
-            dilation=layer.dilation,
-            padding=layer.padding,
-            stride=layer.stride,
-        )  # [N, C*kh*kw, L]
-        vectors = patches.transpose(1, 2).reshape(-1, patches.shape[1])
+        patches = conv_patches(inputs, layer)
+        vectors = patches.reshape(-1, patches.shape[-1])
     else:
         vectors = inputs.reshape(-1, inputs.shape[-1])
     if layer.bias is not None:
@@ -43,8 +63,16 @@ def input_factor(inputs: torch.Tensor, layer: nn.Module) -> torch.Tensor:
 
 def output_factor(grad_outputs: torch.Tensor, layer: nn.Module) -> torch.Tensor:
     """G = E_n[sum_t g_{n,t} g_{n,t}^T] over per-example output gradients g (one position t for
-    a Linear layer; every spatial position for a convolution, as in KFC, whose Fisher block
-    A (x) G then carries the number of positions in G)."""
+    a Linear layer; every spatial position for a convolution).
+
+    For a convolution with L output positions this is KFC's approximation (Grosse & Martens
+    2016: spatially uncorrelated, homogeneous derivatives), F ~ L * mean(a a^T) (x)
+    mean(g g^T), with the L in G. OpenAI baselines' ``acktr/kfac.py`` and ikostrikov's
+    ``algo/kfac.py`` divide the patches by L and multiply the gradients by L instead: their A
+    is ours / L and their G ours * L, the same Kronecker product, and since the damping is
+    added to the product of the eigenvalues the same preconditioned step (tested against both
+    formulas in ``tests/optim/test_kfac.py``). ikostrikov keeps the bias as a separate
+    block; baselines by default, and we, keep it as the homogeneous coordinate of A."""
     batch = grad_outputs.shape[0]
     if isinstance(layer, nn.Conv2d):
         vectors = grad_outputs.permute(0, 2, 3, 1).reshape(-1, grad_outputs.shape[1])
@@ -93,6 +121,36 @@ def _matrix(layer: nn.Module) -> torch.Tensor:
     return grad
 
 
+class _StatisticsHook:
+    """KFAC's forward hook on a layer: inside :meth:`KFAC.fisher_pass` it records the layer's
+    input factor, and its output factor through a hook on the output's gradient.
+
+    A copy of the hook (the model deep-copied or pickled, e.g. a policy sent to a collector's
+    worker process) is inert: the copy's statistics are not the learner's, and the optimizer
+    stays behind.
+    """
+
+    def __init__(self, optimizer: KFAC | None, name: str):
+        self.optimizer = optimizer
+        self.name = name
+
+    def __reduce__(self):
+        return (_StatisticsHook, (None, self.name))
+
+    def __call__(self, layer: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        optimizer = self.optimizer
+        if optimizer is None or not optimizer._recording:
+            return
+        name = self.name
+        optimizer._update_factor(name, "A", input_factor(args[0].detach(), layer))
+        if output.requires_grad:
+
+            def grad_hook(grad):
+                optimizer._update_factor(name, "G", output_factor(grad.detach(), layer))
+
+            output.register_hook(grad_hook)
+
+
 class KFAC(torch.optim.Optimizer):
     """K-FAC with momentum and ACKTR's KL clip, over a model's Linear and Conv2d layers.
 
@@ -106,6 +164,8 @@ class KFAC(torch.optim.Optimizer):
     as OpenAI baselines and ikostrikov's ACKTR do: the momentum buffer sums the past updates
     to ``1 / (1 - momentum)`` times their size, so a constant KL-clipped update ``lr * nu * P``
     is also the step the parameters take in the steady state, and the trust region bounds it.
+    :meth:`state_dict` carries the factors, the eigendecompositions and the step count beside
+    the momentum buffers, so that a run resumed from a checkpoint continues exactly.
 
     Args:
         model: the module whose Linear/Conv2d layers are preconditioned. Any other layer with
@@ -140,21 +200,23 @@ class KFAC(torch.optim.Optimizer):
     ):
         skip = tuple(skip)
         self.layers: dict[str, nn.Module] = {}
-        others = []
         for name, module in model.named_modules():
-            own = list(module.parameters(recurse=False))
+            if any(name == s or (isinstance(s, type) and isinstance(module, s)) for s in skip):
+                continue
+            if isinstance(module, nn.Conv2d) and module.groups != 1:
+                raise ValueError(
+                    f"KFAC's Conv2d factors assume groups=1; {name!r} has groups="
+                    f"{module.groups} (a grouped or depthwise convolution). Add its name to "
+                    "skip=... to give it plain SGD-with-momentum steps."
+                )
             if isinstance(module, (nn.Linear, nn.Conv2d)):
                 self.layers[name] = module
-            elif own and not any(
-                name == s or (isinstance(s, type) and isinstance(module, s)) for s in skip
-            ):
+            elif list(module.parameters(recurse=False)):
                 raise ValueError(
                     f"KFAC preconditions Linear and Conv2d layers; {name!r} "
                     f"({type(module).__name__}) has parameters. Add its type or name to "
                     "skip=... to give it plain SGD-with-momentum steps."
                 )
-            elif own:
-                others.extend(own)
         super().__init__(
             list(model.parameters()),
             dict(lr=lr, momentum=momentum, weight_decay=weight_decay),
@@ -168,21 +230,7 @@ class KFAC(torch.optim.Optimizer):
         self._steps = 0
         self._recording = False
         for name, layer in self.layers.items():
-            layer.register_forward_hook(self._record(name))
-
-    def _record(self, name):
-        def forward_hook(layer, args, output):
-            if not self._recording:
-                return
-            self._update_factor(name, "A", input_factor(args[0].detach(), layer))
-            if output.requires_grad:
-
-                def grad_hook(grad):
-                    self._update_factor(name, "G", output_factor(grad.detach(), layer))
-
-                output.register_hook(grad_hook)
-
-        return forward_hook
+            layer.register_forward_hook(_StatisticsHook(self, name))
 
     def _update_factor(self, name: str, kind: str, value: torch.Tensor) -> None:
         factors = self.factors.setdefault(name, {})
@@ -214,6 +262,64 @@ class KFAC(torch.optim.Optimizer):
             if {"A", "G"} <= self.factors.get(name, {}).keys()
             for kind in ("A", "G")
         ]
+
+    def state_dict(self) -> dict:
+        """The standard optimizer state (momentum buffers, param groups) plus a ``"kfac"`` entry:
+        the running factors, the eigendecompositions in use (refreshed only every
+        ``inv_update_interval`` steps, so not recomputable from the factors) and the step count.
+        Loading it into a K-FAC optimizer over the same model makes the next steps bitwise
+        identical to those of this one. The tensors are copies, as a checkpoint holds them."""
+        state = super().state_dict()
+        state["kfac"] = {
+            "factors": {
+                name: {kind: t.clone() for kind, t in factors.items()}
+                for name, factors in self.factors.items()
+            },
+            "eigen": {
+                name: tuple(tuple(t.clone() for t in pair) for pair in pairs)
+                for name, pairs in self._eigen.items()
+            },
+            "steps": self._steps,
+        }
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load :meth:`state_dict`'s output. A plain optimizer state without the ``"kfac"`` entry
+        (a checkpoint written before K-FAC saved it) loads with a warning: the factors and the
+        step count start afresh, so the run is not an exact continuation."""
+        state_dict = dict(state_dict)
+        kfac = state_dict.pop("kfac", None)
+        if kfac is not None:
+            unknown = (set(kfac["factors"]) | set(kfac["eigen"])) - set(self.layers)
+            if unknown:
+                raise ValueError(
+                    f"The K-FAC state has factors for layers {sorted(unknown)} that this "
+                    f"optimizer's model does not have (its layers: {sorted(self.layers)}). "
+                    "Load it into a K-FAC optimizer over the same model architecture."
+                )
+        super().load_state_dict(state_dict)
+        if kfac is None:
+            warnings.warn(
+                "KFAC.load_state_dict: no 'kfac' entry (factors, eigendecompositions, step "
+                "count) in the state; they start afresh and the run does not continue exactly.",
+                stacklevel=2,
+            )
+            self.factors, self._eigen, self._steps = {}, {}, 0
+            return
+
+        def place(name: str, tensor: torch.Tensor) -> torch.Tensor:
+            weight = self.layers[name].weight
+            return tensor.to(device=weight.device, dtype=weight.dtype, copy=True)
+
+        self.factors = {
+            name: {kind: place(name, t) for kind, t in factors.items()}
+            for name, factors in kfac["factors"].items()
+        }
+        self._eigen = {
+            name: tuple(tuple(place(name, t) for t in pair) for pair in pairs)
+            for name, pairs in kfac["eigen"].items()
+        }
+        self._steps = int(kfac["steps"])
 
     def _refresh_inverses(self) -> None:
         for name, factors in self.factors.items():
