@@ -13,7 +13,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from hts_lightning import A2C, PPO
+from hts_lightning import A2C, ACKTR, PPO
 from hts_lightning.callbacks import StopOnSignal
 from tests.conftest import worker_processes
 
@@ -81,7 +81,7 @@ def _assert_resume_is_exact(make_module, tmp_path, stop_after: int) -> list:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", [A2C, PPO])
+@pytest.mark.parametrize("algorithm", [A2C, PPO, ACKTR])
 def test_cartpole_resume_is_exact(algorithm, tmp_path):
     def make():
         extra = {"epochs": 2, "minibatches": 2} if algorithm is PPO else {}
