@@ -147,22 +147,26 @@ def test_latency_env_reward_is_learnable_signal():
     ("distribution", "mean", "std"),
     [("constant", 0.01, 0.0), ("exponential", 0.01, 0.01), ("lognormal", 0.01, 0.005)],
 )
-def test_latency_env_step_time_mean_and_std(distribution, mean, std):
+def test_latency_env_step_time_distribution_has_the_asked_mean_and_std(distribution, mean, std):
     env = VariableLatencyEnv(distribution=distribution, mean=mean, std=std)
-    env.set_seed(0)
+    env._timing.seed(0)  # the timing RNG is unseeded in use; seeded here to check its numbers
+    delays = [env.sample_delay() for _ in range(20_000)]
+    # 20k samples: the mean is within ~1.5% (exponential), the std within ~3%.
+    assert statistics.fmean(delays) == pytest.approx(mean, rel=0.03)
+    assert statistics.pstdev(delays) == pytest.approx(std, rel=0.06, abs=1e-9)
+
+
+def test_latency_env_steps_sleep_their_drawn_time():
+    env = VariableLatencyEnv(distribution="constant", mean=0.01)
     td = env.reset()
     durations = []
-    for _ in range(300):
+    for _ in range(30):
         td.set("action", torch.nn.functional.one_hot(torch.tensor(0), 4))
         start = time.perf_counter()
         _, td = env.step_and_maybe_reset(td)
         durations.append(time.perf_counter() - start)
-    measured_mean = statistics.fmean(durations)
-    measured_std = statistics.pstdev(durations)
-    # 300 samples: the mean is within ~6% (exponential), the std within ~10-15%; sleeping
-    # overshoots by up to a millisecond on a loaded machine.
-    assert measured_mean == pytest.approx(mean, rel=0.15, abs=1e-3)
-    assert measured_std == pytest.approx(std, rel=0.3, abs=1e-3)
+    assert min(durations) >= 0.01  # a sleep never ends early
+    assert statistics.median(durations) < 0.02  # and is the step's time (lenient: shared cores)
 
 
 def test_latency_env_rejects_bad_distribution():
