@@ -3,12 +3,9 @@ and the logged metrics of an uninterrupted one, bitwise."""
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 import torch
-from lightning import Callback, Trainer
+from lightning import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -16,6 +13,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from hts_lightning import A2C, ACKTR, PPO
 from hts_lightning.callbacks import StopOnSignal
 from tests.conftest import worker_processes
+from tests.strategies.ddp_run import _InterruptAfter
 
 # Wall-clock metrics differ between any two runs.
 _TIMING = ("perf/fps", "time/wait_for_batch", "time/update")
@@ -37,17 +35,6 @@ class _Recorder(Logger):
     def log_metrics(self, metrics, step=None) -> None:
         kept = {k: v for k, v in metrics.items() if k not in _TIMING and k != "epoch"}
         self.rows.append((step, kept))
-
-
-class _InterruptAfter(Callback):
-    """Ctrl-C (on rank 0) during update ``update``: the run stops after it."""
-
-    def __init__(self, update: int):
-        self.update = update
-
-    def on_train_batch_start(self, trainer, module, *args) -> None:
-        if module.updates == self.update - 1 and trainer.is_global_zero:
-            os.kill(os.getpid(), signal.SIGINT)
 
 
 def _trainer(tmp_path, logger, *callbacks) -> Trainer:
