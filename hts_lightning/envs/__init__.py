@@ -3,7 +3,15 @@
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.factory import env_factory
+from hts_lightning.envs.football import make_football_env
 from hts_lightning.envs.latency import VariableLatencyEnv
 from hts_lightning.envs.testing import CountingEnv
 
-__all__ = ["CountingEnv", "VariableLatencyEnv", "env_factory", "make_atari_env", "make_gym_env"]
+__all__ = [
+    "CountingEnv",
+    "VariableLatencyEnv",
+    "env_factory",
+    "make_atari_env",
+    "make_football_env",
+    "make_gym_env",
+]
