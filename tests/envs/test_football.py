@@ -264,3 +264,49 @@ def test_actor_critic_with_players_has_one_team_value_and_one_log_prob():
     features = out["features"]
     (head,) = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1]
     torch.testing.assert_close(out["state_value"], head(features).mean(-2))
+
+
+@needs_gfootball
+def test_goal_difference_is_logged_per_episode_during_training():
+    from lightning import Trainer
+    from lightning.pytorch.loggers.logger import DummyLogger
+
+    from hts_lightning import PPO
+    from hts_lightning.callbacks import EpisodeEndMetric
+
+    class _Recorder(DummyLogger):
+        def __init__(self):
+            super().__init__()
+            self.logged = []
+
+        def log_metrics(self, metrics, step=None):
+            self.logged.append((step, dict(metrics)))
+
+    module = PPO(
+        env_id="GFootball/academy_empty_goal_close",
+        num_envs=2,
+        num_workers=0,
+        sync_interval=128,
+        total_frames=512,
+        epochs=1,
+        minibatches=2,
+    )
+    metric = EpisodeEndMetric(key="goal_difference", name="rollout/goal_difference")
+    recorder = _Recorder()
+    Trainer(
+        max_epochs=1,
+        logger=recorder,
+        callbacks=[metric],
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    ).fit(module)
+    scores = [(step, m) for step, m in recorder.logged if "rollout/goal_difference" in m]
+    assert scores, "episodes of the empty-goal scenario end within 256 steps per env"
+    assert {step for step, _ in scores} <= {256, 512}  # logged at the env-frame count
+    assert metric.recent and set(metric.recent) <= {-1.0, 0.0, 1.0}  # goals per episode
+    last = scores[-1][1]
+    assert last["rollout/goal_difference_last_100"] == pytest.approx(
+        sum(metric.recent) / len(metric.recent)
+    )
