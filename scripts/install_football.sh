@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the `football` extra (Google Research Football) into a venv:
 #   scripts/install_football.sh [VENV]          (default: .venv)
+# after hts-lightning itself is installed in VENV (gfootball also imports numpy and cv2, which
+# come with it).
 #
 # gfootball 2.10.2 is published as an sdist only; building it takes about 5.5 minutes on
 # 2 cores. This script
