@@ -88,4 +88,14 @@ fi
 
 # 3. The wheel (its run-time deps went in above).
 "$VENV/bin/pip" install -q --no-deps "${wheels[0]}"
-"$PY" -c "import gfootball.env; print('install_football: gfootball', '$GFOOTBALL_VERSION', 'ready')"
+"$PY" - "$GFOOTBALL_VERSION" <<'EOF'
+import contextlib
+import io
+import sys
+
+with contextlib.redirect_stderr(io.StringIO()):  # gym 0.25's "unmaintained" notice
+    import gym  # noqa: F401
+import gfootball.env  # noqa: F401
+
+print("install_football: gfootball", sys.argv[1], "ready")
+EOF
