@@ -310,3 +310,19 @@ def test_goal_difference_is_logged_per_episode_during_training():
     assert last["rollout/goal_difference_last_100"] == pytest.approx(
         sum(metric.recent) / len(metric.recent)
     )
+
+
+@needs_gfootball
+def test_evaluate_samples_an_action_for_every_controlled_player():
+    from hts_lightning.evaluate import run_episodes
+    from hts_lightning.models import TensorPolicy
+
+    create_env = env_factory("GFootball/academy_3_vs_1_with_keeper", num_controlled_players=3)
+    probe = create_env()
+    model = make_actor_critic(probe.observation_spec, probe.action_spec)
+    probe.close()
+    policy = TensorPolicy(model.get_policy_operator(), observation_ndim=4)
+    returns, lengths, _ = run_episodes(policy, create_env, episodes=2, greedy=False, seed=0)
+    assert len(returns) == len(lengths) == 2 and min(lengths) >= 1
+    again = run_episodes(policy, create_env, episodes=2, greedy=False, seed=0)
+    assert (returns, lengths) == (again[0], again[1])  # seeded: repeatable
