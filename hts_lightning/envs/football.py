@@ -17,6 +17,9 @@ from hts_lightning.envs._registry import check_football_scenario
 
 __all__ = ["make_football_env"]
 
+#: Per-step env outputs read from the info dict: the step's scoring reward, the goal difference.
+_INFO_KEYS = ("score_reward", "goal_difference")
+
 
 def _to_gymnasium_box(space, channels_first: bool) -> gymnasium.spaces.Box:
     low, high = np.asarray(space.low), np.asarray(space.high)
@@ -179,6 +182,3 @@ def make_football_env(
     if seed is not None:
         env.set_seed(seed)
     return env
-
-
-_INFO_KEYS = ("score_reward", "goal_difference")
