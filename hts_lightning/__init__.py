@@ -1,7 +1,13 @@
 """hts_lightning: High-Throughput Synchronous deep RL on PyTorch Lightning and TorchRL."""
 
 from hts_lightning.collectors import EnvReplicaError, HTSCollector, WorkerDiedError
-from hts_lightning.envs import CountingEnv, VariableLatencyEnv, make_atari_env, make_gym_env
+from hts_lightning.envs import (
+    CountingEnv,
+    VariableLatencyEnv,
+    make_atari_env,
+    make_football_env,
+    make_gym_env,
+)
 from hts_lightning.modules import A2C, ACKTR, PPO, OnPolicyModule
 from hts_lightning.strategies import DelayedGradientDDPStrategy
 
@@ -17,5 +23,6 @@ __all__ = [
     "VariableLatencyEnv",
     "WorkerDiedError",
     "make_atari_env",
+    "make_football_env",
     "make_gym_env",
 ]

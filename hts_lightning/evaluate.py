@@ -161,7 +161,9 @@ def run_episodes(
                 if greedy:
                     action = logits.argmax(-1)
                 else:
-                    action = torch.multinomial(logits.softmax(-1), 1, generator=generator)[0]
+                    # One draw per row: per player when the logits are [players, actions].
+                    action = torch.multinomial(logits.softmax(-1), 1, generator=generator)
+                    action = action.squeeze(-1)
                 one_hot = torch.nn.functional.one_hot(action, logits.shape[-1])
                 data["action"] = one_hot.to(env.action_spec.dtype)
                 data, following = env.step_and_maybe_reset(data)

@@ -75,3 +75,19 @@ def test_console_script_is_installed():
     result = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert "collect" in result.stdout and "hts-rl fit --config" in result.stdout
+
+
+def test_football_script_installs_the_football_extra():
+    script = ROOT / "scripts" / "install_football.sh"
+    assert script.stat().st_mode & 0o111, "the script must be executable"
+    text = script.read_text()
+    listed = re.search(r"^RUNTIME_DEPS=\((.*)\)$", text, re.M).group(1)
+    script_deps = dict(_requirement(dep.strip('"')) for dep in listed.split())
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = dict(_requirement(line) for line in extra["optional-dependencies"]["football"])
+    assert script_deps == extra
+    assert "GFOOTBALL_VERSION=2.10.2" in text
+    # Only the test command installs football; the main (training) command does not.
+    main_command, test_command = _readme_commands()
+    assert "install_football.sh" not in main_command
+    assert "scripts/install_football.sh .venv && .venv/bin/python -m pytest" in test_command

@@ -1,5 +1,6 @@
 """Lightning callbacks of the training runs."""
 
+from hts_lightning.callbacks.episode_metric import EpisodeEndMetric
 from hts_lightning.callbacks.stop_on_signal import StopOnSignal
 
-__all__ = ["StopOnSignal"]
+__all__ = ["EpisodeEndMetric", "StopOnSignal"]

@@ -3,6 +3,7 @@
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.factory import env_factory
+from hts_lightning.envs.football import make_football_env
 from hts_lightning.envs.latency import VariableLatencyEnv
 from hts_lightning.envs.snapshot import load_env_state, save_env_state
 from hts_lightning.envs.testing import CountingEnv
@@ -13,6 +14,7 @@ __all__ = [
     "env_factory",
     "load_env_state",
     "make_atari_env",
+    "make_football_env",
     "make_gym_env",
     "save_env_state",
 ]

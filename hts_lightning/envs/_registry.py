@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import importlib.util
+from pathlib import Path
 
 import gymnasium as gym
 
@@ -25,3 +27,45 @@ def check_env_id(env_id: str) -> None:
     close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.5)
     hint = f" Did you mean one of: {', '.join(close)}?" if close else ""
     raise ValueError(f"Unknown environment id {env_id!r}.{hint}")
+
+
+GFOOTBALL_VERSION = "2.10.2"
+FOOTBALL_INSTALL_COMMAND = "scripts/install_football.sh .venv"
+
+
+class MissingDependencyError(ValueError, ImportError):
+    """An optional dependency is not installed (a ``ValueError``: ``hts-rl`` exits with 2)."""
+
+
+def check_football_installed() -> None:
+    """Raise :class:`MissingDependencyError` saying how to install the ``football`` extra."""
+    missing = [m for m in ("gfootball", "gym", "six") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingDependencyError(
+            f"Google Research Football needs the `football` extra, and {', '.join(missing)} "
+            f"is not installed. gfootball {GFOOTBALL_VERSION} has no wheels: it is built from "
+            "source (about 6 minutes on 2 cores; apt packages, so run as root). From the "
+            f"repository root run\n    {FOOTBALL_INSTALL_COMMAND}\n(its argument is the venv "
+            "to install into; see README, 'Google Research Football')."
+        )
+
+
+def football_scenarios() -> list[str]:
+    """The scenario names of the installed gfootball (read from its files, not imported)."""
+    check_football_installed()
+    package = importlib.util.find_spec("gfootball").submodule_search_locations[0]
+    folder = Path(package) / "scenarios"
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def check_football_scenario(scenario: str) -> None:
+    """Raise a ValueError naming an unknown gfootball scenario and the closest ones."""
+    scenarios = football_scenarios()
+    if scenario in scenarios:
+        return
+    close = difflib.get_close_matches(scenario, scenarios, n=5, cutoff=0.5)
+    hint = f" Did you mean one of: {', '.join(close)}?" if close else ""
+    raise ValueError(
+        f"Unknown Google Research Football scenario {scenario!r}.{hint} "
+        f"Known: {', '.join(scenarios)}."
+    )

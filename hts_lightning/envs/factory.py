@@ -7,9 +7,10 @@ from functools import partial
 
 from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
 
-from hts_lightning.envs._registry import check_env_id
+from hts_lightning.envs._registry import check_env_id, check_football_scenario
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
+from hts_lightning.envs.football import make_football_env
 from hts_lightning.envs.latency import VariableLatencyEnv
 from hts_lightning.envs.testing import CountingEnv
 
@@ -17,6 +18,7 @@ __all__ = ["env_factory"]
 
 LATENCY_ENV_ID = "VariableLatency"
 COUNTING_ENV_ID = "Counting"
+FOOTBALL_PREFIX = "GFootball/"
 
 
 def make_latency_env(**env_kwargs) -> TransformedEnv:
@@ -34,7 +36,9 @@ def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
 
     ``"ALE/..."`` ids get the Atari preprocessing (``make_atari_env``), ``"VariableLatency"``
     the variable-latency env, ``"Counting"`` the :class:`CountingEnv` of the tests (its
-    ``fail_at`` drills the fault paths), any other gymnasium id ``make_gym_env``; each reports
+    ``fail_at`` drills the fault paths), ``"GFootball/<scenario>"`` a Google Research Football
+    scenario (``make_football_env``; needs the ``football`` extra, and says how to install it
+    when it is missing), any other gymnasium id ``make_gym_env``; each reports
     the raw ``"episode_reward"`` and ``"step_count"`` that the training modules log. ``env_kwargs``
     go to the factory (e.g. ``repeat_action_probability`` for Atari, ``std`` for latency).
 
@@ -49,6 +53,10 @@ def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
     if env_id == COUNTING_ENV_ID:
         CountingEnv(**env_kwargs)
         return partial(make_counting_env, **env_kwargs)
+    if env_id.startswith(FOOTBALL_PREFIX):
+        scenario = env_id.removeprefix(FOOTBALL_PREFIX)
+        check_football_scenario(scenario)
+        return partial(make_football_env, scenario, **env_kwargs)
     check_env_id(env_id)
     make = make_atari_env if env_id.startswith("ALE/") else make_gym_env
     return partial(make, env_id, **env_kwargs)

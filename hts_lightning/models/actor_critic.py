@@ -9,6 +9,7 @@ from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, ValueOp
 from torchrl.modules.distributions import OneHotCategorical
 
 from hts_lightning.models.nature_cnn import NatureCNN
+from hts_lightning.models.players import PlayersOneHotCategorical
 
 __all__ = ["make_actor_critic"]
 
@@ -21,6 +22,13 @@ def _mlp(in_features: int, hidden_sizes: tuple[int, ...], out_features: int, las
         activation_class=nn.Tanh,
         activate_last_layer=last,
     )
+
+
+class _MeanOverPlayers(nn.Module):
+    """The team's value: the mean of the per-player values ``[..., players, 1]``."""
+
+    def forward(self, values):
+        return values.mean(-2)
 
 
 def make_actor_critic(
@@ -40,6 +48,13 @@ def make_actor_critic(
     ``"logits"``, ``"action"`` and ``"action_log_prob"``; the critic writes ``"state_value"``.
     Use ``.get_policy_operator()`` for the collector and ``.get_value_operator()`` for the loss.
 
+    Several players (a one-hot action spec ``[players, actions]``, as Google Research Football
+    gives with several controlled players): the observation has a leading player dimension
+    and one shared network acts for every player. The actor's distribution is
+    :class:`PlayersOneHotCategorical` (one action per player, log-probability and entropy
+    summed over the team) and the critic's value is the mean of the per-player values, so the
+    team has one value, one reward and one advantage, as a single player has.
+
     Example:
         >>> from hts_lightning import make_gym_env
         >>> env = make_gym_env("CartPole-v1")
@@ -53,8 +68,19 @@ def make_actor_critic(
         )
     obs_shape = observation_spec[observation_key].shape
     num_actions = action_spec.shape[-1]
+    players = action_spec.shape[0] if len(action_spec.shape) == 2 else None
+    if players is not None:
+        if obs_shape[:1] != (players,):
+            raise ValueError(
+                f"the action spec has {players} players ({tuple(action_spec.shape)}) but the "
+                f"observation {observation_key!r} has shape {tuple(obs_shape)}: expected a "
+                f"leading player dimension of {players}"
+            )
+        obs_shape = obs_shape[1:]
+    elif len(action_spec.shape) != 1:
+        raise ValueError(f"unsupported one-hot action shape {tuple(action_spec.shape)}")
     if len(obs_shape) == 3:
-        trunk: nn.Module = NatureCNN(in_channels=obs_shape[0], image_size=obs_shape[-1])
+        trunk: nn.Module = NatureCNN(in_channels=obs_shape[0], image_size=tuple(obs_shape[-2:]))
         actor_head = nn.Linear(trunk.out_features, num_actions)
         critic_head = nn.Linear(trunk.out_features, 1)
     elif len(obs_shape) == 1 and shared_trunk:
@@ -68,13 +94,15 @@ def make_actor_critic(
     else:
         raise ValueError(
             f"observation {observation_key!r} has unsupported shape {tuple(obs_shape)}: "
-            "expected [C, H, W] pixels or a vector"
+            "expected [C, H, W] pixels or a vector (after a leading player dimension, if any)"
         )
+    if players is not None:
+        critic_head = nn.Sequential(critic_head, _MeanOverPlayers())
     common = TensorDictModule(trunk, in_keys=[observation_key], out_keys=["features"])
     actor = ProbabilisticActor(
         TensorDictModule(actor_head, ["features"], ["logits"]),
         in_keys=["logits"],
-        distribution_class=OneHotCategorical,
+        distribution_class=OneHotCategorical if players is None else PlayersOneHotCategorical,
         return_log_prob=True,
         spec=action_spec,
     )

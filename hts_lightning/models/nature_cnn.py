@@ -11,13 +11,22 @@ __all__ = ["NatureCNN"]
 class NatureCNN(nn.Module):
     """Three convolutions and a 512-unit layer; uint8 frames are scaled to [0, 1] inside.
 
+    ``image_size`` is the side of square frames or ``(height, width)``; any leading dims of
+    the input (batch, players) are kept.
+
     Example:
         >>> trunk = NatureCNN(in_channels=4)
         >>> trunk(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape
         torch.Size([2, 512])
     """
 
-    def __init__(self, *, in_channels: int = 4, features: int = 512, image_size: int = 84):
+    def __init__(
+        self,
+        *,
+        in_channels: int = 4,
+        features: int = 512,
+        image_size: int | tuple[int, int] = 84,
+    ):
         super().__init__()
         self.convs = nn.Sequential(
             nn.Conv2d(in_channels, 32, kernel_size=8, stride=4),
@@ -28,8 +37,9 @@ class NatureCNN(nn.Module):
             nn.ReLU(),
             nn.Flatten(),
         )
+        height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
         with torch.no_grad():
-            flat = self.convs(torch.zeros(1, in_channels, image_size, image_size)).shape[-1]
+            flat = self.convs(torch.zeros(1, in_channels, height, width)).shape[-1]
         self.head = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
         self.out_features = features
 
