@@ -59,22 +59,13 @@ def latency_env(std_ms: float, mean_ms: float = 2.0) -> tuple[str, dict]:
 
 
 def require_football() -> None:
-    """Stop with a clear message: Google Research Football is not available here."""
+    """Stop with the install command when the ``football`` extra is missing."""
+    from hts_lightning.envs._registry import MissingDependencyError, check_football_installed
+
     try:
-        import gfootball  # noqa: F401
-    except ImportError:
-        raise SystemExit(
-            f"The football env ({FOOTBALL}) needs the 'football' extra, the gfootball package "
-            "(Google Research Football), which is not installed: pip install gfootball (it "
-            "builds a C++ engine and needs SDL2, cmake and boost). hts_lightning has no "
-            "football env factory yet either (envs/football.py in DESIGN.md's layout). Until "
-            "then the VariableLatency sweep (fig_variance.py latency) stands in for its "
-            "step-time variance."
-        ) from None
-    raise SystemExit(
-        "gfootball is installed, but hts_lightning has no football env factory yet "
-        "(hts_lightning/envs/football.py in DESIGN.md's layout): add it, then this benchmark."
-    )
+        check_football_installed()
+    except MissingDependencyError as error:
+        raise SystemExit(str(error)) from None
 
 
 @dataclass

@@ -7,8 +7,9 @@ End-to-end PPO training frames/s (Lightning Trainer, the same module and learner
 - ``latency``: ``VariableLatencyEnv`` over a sweep of the step time's standard deviation
   (log-normal, mean 2 ms), one replica per process by default (the paper's regime: the variance
   does not average out inside a worker);
-- ``atari``: Pong, Breakout and Qbert at a small size. ``football`` (Google Research Football,
-  academy_3_vs_1_with_keeper) is accepted and stops with a message naming the missing package.
+- ``atari``: Pong, Breakout and Qbert at a small size, and ``football`` (Google Research
+  Football, academy_3_vs_1_with_keeper with ``make_football_env``'s defaults; needs the
+  ``football`` extra, and stops with its install command when it is missing).
 
 Paper (Liu et al. 2020): 1.5-1.8x over PPO on Atari, 4.9-5.6x on football.
 
@@ -72,7 +73,10 @@ def main(argv=None) -> None:
     cases = (
         [(f"std {std:g} ms", common.latency_env(std, args.mean_ms)) for std in args.stds]
         if args.panel == "latency"
-        else [(game, (common.GAMES[game], {})) for game in args.games]
+        else [
+            (game, (common.GAMES.get(game, f"GFootball/{common.FOOTBALL}"), {}))
+            for game in args.games
+        ]
     )
     runs: list[common.Run] = []
     for name, (env_id, env_kwargs) in cases:
@@ -87,7 +91,7 @@ def main(argv=None) -> None:
     what = (
         f"log-normal step time, mean {args.mean_ms:g} ms"
         if args.panel == "latency"
-        else "Atari (make_atari_env preprocessing, Nature CNN)"
+        else "Atari (make_atari_env preprocessing) / football (stacked SMM), Nature CNN"
     )
     settings = (
         f"PPO (4 epochs x 4 minibatches); {what}; {args.num_envs} envs in {args.num_workers} "
@@ -122,7 +126,9 @@ def plot(runs: list[common.Run], args: argparse.Namespace):
         ax.set_xticks([j + width * (len(pairs) - 1) / 2 for j in range(len(envs))])
         ax.set_xticklabels(envs)
         ax.axhspan(1.5, 1.8, color="tab:green", alpha=0.15, label="paper: Atari vs PPO")
-        ax.set_title(f"Atari, {args.num_envs} envs / {args.num_workers} processes")
+        if "football" in envs:
+            ax.axhspan(4.9, 5.6, color="tab:olive", alpha=0.15, label="paper: football vs PPO")
+        ax.set_title(f"{' / '.join(envs)}, {args.num_envs} envs / {args.num_workers} processes")
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_ylabel("training frames/s ratio")
     ax.legend(fontsize=7)

@@ -231,6 +231,37 @@ def test_hts_collector_batches_identical_with_1_and_2_workers(players):
         assert (index[:, 0] != index[:, 1]).any()  # each player draws its own action
 
 
+@needs_gfootball
+def test_resume_reseeds_football_deterministically_and_says_so(caplog):
+    """GRF cannot save its engine state: a resumed collector re-seeds the replicas from
+    (seed, replica, batch), the same way every time, and logs which replicas it re-seeded."""
+    import logging
+
+    from tests.collectors.test_resume import STOP_AFTER, _uninterrupted_and_resumed
+
+    create_env = env_factory("GFootball/academy_3_vs_1_with_keeper")
+    probe = create_env()
+    torch.manual_seed(0)
+    model = make_actor_critic(probe.observation_spec, probe.action_spec)
+    probe.close()
+
+    def make_policy():
+        return copy.deepcopy(model).get_policy_operator()
+
+    runs = []
+    for _ in range(2):
+        with caplog.at_level(logging.WARNING, logger="hts_lightning.collectors.hts"):
+            runs.append(_uninterrupted_and_resumed(create_env, make_policy, num_workers=0))
+    (expected, got), (expected_again, got_again) = runs
+    _assert_bitwise_equal(got, got_again)
+    _assert_bitwise_equal(expected, expected_again)
+    # Batches before the stop are the uninterrupted run's; after it the replicas start new
+    # episodes from their re-seeded engines, so the observations part ways.
+    _assert_bitwise_equal(expected[:STOP_AFTER], got[:STOP_AFTER])
+    assert not torch.equal(expected[STOP_AFTER:]["observation"], got[STOP_AFTER:]["observation"])
+    assert "replicas [0, 1, 2, 3] cannot save their state" in caplog.text
+
+
 def test_players_distribution_sums_over_players_and_samples_each_player():
     logits = torch.randn(4, 3, 19)
     dist = PlayersOneHotCategorical(logits)
