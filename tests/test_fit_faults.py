@@ -114,6 +114,33 @@ def test_an_env_exception_ends_the_run_with_its_replica_and_error(tmp_path):
     assert {e for e in shm_entries() - before if not e.startswith("sem.")} == set()
 
 
+def test_with_on_env_error_restart_the_run_goes_on_and_counts_the_restarts(tmp_path):
+    # The same failing env: each replica now restarts at count 420 (every 419 steps after
+    # the first failure) and training runs to its end: 80 updates of 8 steps per replica.
+    fit = _Fit(
+        tmp_path,
+        *COUNTING,
+        '--model.init_args.env_kwargs={"max_count": 1000, "fail_at": 420}',
+        "--model.init_args.total_frames=1280",
+        "--model.init_args.on_env_error=restart",
+        "--trainer.log_every_n_steps=1",
+    )
+    code, stderr, _ = fit.finish(timeout=120)
+    assert code == 0, stderr[-3000:]
+    assert stderr.count("raised and was restarted") == 2  # 640 steps: one restart each
+    assert "Environment replica 1 raised and was restarted" in stderr
+    assert fit.run_status() == "FINISHED"
+    client = MlflowClient(fit.uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    history = client.get_metric_history(run.info.run_id, "collector/env_restarts")
+    by_frame = {m.step: m.value for m in history}
+    # Both replicas fail in their 420th step: in update 53 (steps 416-423).
+    assert by_frame[52 * 16] == 0.0
+    assert by_frame[53 * 16] == 2.0
+    assert by_frame[80 * 16] == 2.0
+    assert fit.descendants() == []
+
+
 def test_a_killed_worker_ends_the_run_within_ten_seconds(tmp_path):
     fit = _Fit(
         tmp_path,
@@ -230,6 +257,11 @@ def test_a_nan_loss_stops_training_before_the_step():
         ("--model.init_args.num_envs=four", "num_envs"),  # wrong type
         ("--model.init_args.env_id=CartPole-v7", "Did you mean one of: CartPole-v1"),
         ("--model.init_args.num_workers=3", "num_envs=8 is not divisible by num_workers=3"),
+        ("--model.init_args.on_env_error=retry", "on_env_error"),
+        (
+            ("--model.init_args.collector=sync", "--model.init_args.on_env_error=restart"),
+            "on_env_error='restart' needs collector='hts'",
+        ),
     ],
 )
 def test_bad_input_is_named_before_any_process_starts(
@@ -237,7 +269,8 @@ def test_bad_input_is_named_before_any_process_starts(
 ):
     monkeypatch.chdir(tmp_path)
     try:
-        code = main(["fit", "--config", RECIPE, override])
+        overrides = [override] if isinstance(override, str) else list(override)
+        code = main(["fit", "--config", RECIPE, *overrides])
     except SystemExit as exit:  # jsonargparse's usage errors
         code = exit.code
     assert code == 2

@@ -37,6 +37,7 @@ def _collecting_worker(
     keys: tuple[list, list, list],
     inference_batch_size: int,
     stop_flag: torch.Tensor,
+    on_env_error: str,
     conn,
 ) -> None:
     prepare_worker_process()
@@ -48,6 +49,7 @@ def _collecting_worker(
         slots=slots,
         root_keys=root_keys,
         action_keys=action_keys,
+        on_env_error=on_env_error,
     )
     rows = slice(block[0], block[-1] + 1)
     try:
@@ -71,7 +73,9 @@ def _collecting_worker(
             engine.collect(storages[index][rows], uniform)
             # The replicas' states at the batch end, where the next batch starts: what a
             # checkpoint needs to collect that batch again on resume.
-            running = send(conn, DONE + pickle.dumps(executor.replica_states()))
+            restarts = [(block[r], tb) for r, tb in executor.take_restarts()]
+            ends = (executor.replica_states(), restarts)
+            running = send(conn, DONE + pickle.dumps(ends))
     except EnvReplicaError as error:
         report_error(conn, block[error.replica], error.env_traceback)
     except Exception:
@@ -98,6 +102,7 @@ class CollectingWorkers:
         inference_batch_size: int,
         num_workers: int,
         mp_context,
+        on_env_error: str = "raise",
     ):
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._pool = WorkerPool(blocks, mp_context)
@@ -121,11 +126,13 @@ class CollectingWorkers:
                 keys,
                 inference_batch_size,
                 self._stop_flag,
+                on_env_error,
             )
 
         self._args_of = args_of
         self._pending: set[int] = set()
         self._end_states: list[list] = [[] for _ in blocks]
+        self._restarts: list = []
 
     def start_workers(self, timeout: float = 300.0) -> None:
         self._pool.start(_collecting_worker, self._args_of, timeout)
@@ -141,12 +148,18 @@ class CollectingWorkers:
         while self._pending:
             for worker, message in self._pool.wait():
                 if message[:1] == DONE:
-                    self._end_states[worker] = pickle.loads(message[1:])
+                    self._end_states[worker], restarts = pickle.loads(message[1:])
+                    self._restarts.extend(restarts)
                     self._pending.discard(worker)
 
     def replica_states(self) -> list:
         """Every replica's state at the end of the last batch collected."""
         return [state for block in self._end_states for state in block]
+
+    def take_restarts(self) -> list:
+        """The replicas restarted after an env error during the last batch."""
+        restarts, self._restarts = sorted(self._restarts), []
+        return restarts
 
     def request_stop(self) -> None:
         self._pending = set()

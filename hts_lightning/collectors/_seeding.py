@@ -24,3 +24,10 @@ def resume_seed(seed: int, replica: int, batch: int) -> int:
     cannot save their state): a function of the seed, the global replica index and the batch."""
     state = np.random.SeedSequence(seed, spawn_key=(replica, batch + 1)).generate_state(1)
     return int(state[0]) & 0x7FFFFFFF
+
+
+def restart_seed(env_seed: int, restart: int) -> int:
+    """The env seed of a replica's ``restart``-th re-creation after an env error (with
+    ``on_env_error="restart"``): a function of its own seed and the restart count."""
+    state = np.random.SeedSequence(env_seed, spawn_key=(restart,)).generate_state(1)
+    return int(state[0]) & 0x7FFFFFFF

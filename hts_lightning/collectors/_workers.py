@@ -31,28 +31,47 @@ from hts_lightning.collectors._pool import (
     report_error,
     send,
 )
+from hts_lightning.collectors._seeding import restart_seed
 from hts_lightning.collectors.errors import EnvReplicaError
 from hts_lightning.envs.snapshot import load_env_state, save_env_state
 
 #: (next root TensorDict, env state or None): a replica between two batches.
 ReplicaState = tuple[TensorDictBase, Any]
+#: (replica, traceback) of an env error that ``on_env_error="restart"`` recovered from.
+Restart = tuple[int, str]
 STATES = b"P"  # parent -> stepping worker: send the states of your replicas
+ON_ENV_ERROR = ("raise", "restart")
+#: A replica that keeps failing is a bug, not bad luck: past this many restarts it raises.
+MAX_RESTARTS_PER_REPLICA = 100
 
 
 class _ReplicaStepper:
-    """Owns some replicas' envs; steps one replica at a time through the shared slots."""
+    """Owns some replicas' envs; steps one replica at a time through the shared slots.
+
+    With ``on_env_error="restart"`` a step that raises does not stop collection: the replica's
+    env is closed, created again from its factory with a new seed (a function of its own seed
+    and the restart count) and reset. The failed step is written as a truncation: the last
+    observation again, zero reward, ``done`` and ``truncated`` set (so advantages bootstrap from
+    the critic there and the episode's return so far is logged as it stood). The restarts are
+    kept in :attr:`restarts` for the collector to log.
+    """
 
     def __init__(
         self,
         slots: TensorDictBase,
         root_keys: Sequence[NestedKey],
         action_keys: Sequence[NestedKey],
+        on_env_error: str = "raise",
     ):
         self._slots = slots
         self._root_keys = list(root_keys)
         self._action_keys = list(action_keys)
         self._next_keys = list(slots["next"].keys(True, True))
+        self._on_env_error = on_env_error
         self.envs: dict[int, EnvBase] = {}
+        self._factories: dict[int, tuple[Callable[[], EnvBase], int]] = {}
+        self._restart_counts: dict[int, int] = {}
+        self.restarts: list[Restart] = []
         self._roots: dict[int, TensorDictBase] = {}
         self._slot_views: dict[int, TensorDictBase] = {}
         self.current_replica = -1
@@ -69,6 +88,7 @@ class _ReplicaStepper:
         self.current_replica = replica
         env = create_env_fn()
         self.envs[replica] = env
+        self._factories[replica] = (create_env_fn, seed)
         env.set_seed(seed)
         self._slot_views[replica] = self._slots[replica]
         if state is None:
@@ -92,9 +112,48 @@ class _ReplicaStepper:
         self.current_replica = replica
         view = self._slot_views[replica]
         td = self._roots[replica].clone(False).update(view["action"].clone())
-        stepped, root = self.envs[replica].step_and_maybe_reset(td)
+        try:
+            stepped, root = self.envs[replica].step_and_maybe_reset(td)
+        except Exception:
+            if self._on_env_error != "restart":
+                raise
+            self._restart(replica, traceback.format_exc())
+            return
         view["next"].update_(stepped["next"].select(*self._next_keys))
         self._publish_root(replica, root)
+
+    def _restart(self, replica: int, env_traceback: str) -> None:
+        count = self._restart_counts.get(replica, 0) + 1
+        if count > MAX_RESTARTS_PER_REPLICA:
+            raise RuntimeError(
+                f"The env failed again after {MAX_RESTARTS_PER_REPLICA} restarts of this "
+                f"replica (on_env_error='restart'); giving up. Its last error:\n{env_traceback}"
+            )
+        self._restart_counts[replica] = count
+        self.restarts.append((replica, env_traceback))
+        root = self._roots[replica]
+        root_keys = set(root.keys(True, True))
+        slot = self._slot_views[replica]["next"]
+        for key in self._next_keys:
+            value, name = slot.get(key), key[-1] if isinstance(key, tuple) else key
+            if name in ("done", "truncated"):
+                value.fill_(True)
+            elif name != "terminated" and key in root_keys:
+                value.copy_(root.get(key))
+            else:
+                value.zero_()
+        with contextlib.suppress(Exception):  # the broken env may fail to close too
+            self.envs[replica].close()
+        create_env_fn, seed = self._factories[replica]
+        env = create_env_fn()
+        self.envs[replica] = env
+        env.set_seed(restart_seed(seed, count))
+        self._publish_root(replica, env.reset())
+
+    def take_restarts(self) -> list[Restart]:
+        """The restarts since the last call."""
+        restarts, self.restarts = self.restarts, []
+        return restarts
 
     def close(self) -> None:
         for env in self.envs.values():
@@ -117,10 +176,11 @@ def _stepping_worker(
     slots: TensorDictBase,
     root_keys: list[NestedKey],
     action_keys: list[NestedKey],
+    on_env_error: str,
     conn,
 ) -> None:
     prepare_worker_process()
-    stepper = _ReplicaStepper(slots, root_keys, action_keys)
+    stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
     try:
         for replica, create_env_fn in create_env_fns.items():
             stepper.add(replica, create_env_fn, seeds[replica], states[replica])
@@ -129,7 +189,7 @@ def _stepping_worker(
             if message == STATES:
                 replicas = sorted(stepper.envs)
                 reply = {r: stepper.state(r) for r in replicas}
-                running = send(conn, STATES + pickle.dumps(reply))
+                running = send(conn, STATES + pickle.dumps((reply, stepper.take_restarts())))
                 continue
             for replica in np.frombuffer(message, dtype=np.int32).tolist():
                 stepper.step(replica)
@@ -144,11 +204,13 @@ def _stepping_worker(
 class InlineExecutor:
     """Steps every replica in the calling process, in the order asked: the serial mode."""
 
-    def __init__(self, *, create_env_fns, seeds, states, slots, root_keys, action_keys):
+    def __init__(
+        self, *, create_env_fns, seeds, states, slots, root_keys, action_keys, on_env_error="raise"
+    ):
         self._create_env_fns = create_env_fns
         self._seeds = seeds
         self._states = states
-        self._stepper = _ReplicaStepper(slots, root_keys, action_keys)
+        self._stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
         self._queue: list[int] = []
 
     def start(self) -> None:
@@ -163,6 +225,10 @@ class InlineExecutor:
     def replica_states(self) -> list[ReplicaState]:
         """Every replica's state; call between batches."""
         return [self._stepper.state(r) for r in range(len(self._create_env_fns))]
+
+    def take_restarts(self) -> list[Restart]:
+        """The replicas restarted after an env error since the last call."""
+        return self._stepper.take_restarts()
 
     def send(self, replicas: np.ndarray) -> None:
         self._queue.extend(replicas.tolist())
@@ -197,11 +263,14 @@ class ProcessExecutor:
         action_keys,
         num_workers,
         mp_context,
+        on_env_error="raise",
     ):
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
         self._pool = WorkerPool(blocks, mp_context)
         self._args = (create_env_fns, seeds, states, slots, list(root_keys), list(action_keys))
+        self._on_env_error = on_env_error
+        self._restarts: list[Restart] = []
 
     def start(self, timeout: float = 300.0) -> None:
         create_env_fns, seeds, states, slots, root_keys, action_keys = self._args
@@ -210,7 +279,8 @@ class ProcessExecutor:
             block = self._pool.blocks[worker].tolist()
             fns = {i: create_env_fns[i] for i in block}
             block_states = {i: states[i] for i in block}
-            return fns, {i: seeds[i] for i in block}, block_states, slots, root_keys, action_keys
+            block_seeds = {i: seeds[i] for i in block}
+            return fns, block_seeds, block_states, slots, root_keys, action_keys, self._on_env_error
 
         self._pool.start(_stepping_worker, args_of, timeout)
         self._args = None  # the states are used once; not kept alive
@@ -223,8 +293,15 @@ class ProcessExecutor:
         states: dict[int, ReplicaState] = {}
         while len(states) < len(self._owner):
             for _, message in self._pool.wait():
-                states.update(pickle.loads(message[1:]))
+                block_states, restarts = pickle.loads(message[1:])
+                states.update(block_states)
+                self._restarts.extend(restarts)
         return [states[r] for r in range(len(self._owner))]
+
+    def take_restarts(self) -> list[Restart]:
+        """The replicas restarted after an env error, as reported with the last states."""
+        restarts, self._restarts = sorted(self._restarts), []
+        return restarts
 
     def send(self, replicas: np.ndarray) -> None:
         owners = self._owner[replicas]

@@ -33,6 +33,7 @@ def make_collector(
     device: torch.device | str | None = None,
     inference: str = "auto",
     replica_offset: int = 0,
+    on_env_error: str = "raise",
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
 
@@ -42,11 +43,14 @@ def make_collector(
     HTSCollector's (where its policy runs). ``replica_offset`` is the global index of the first
     replica of a shard (one rank of many): the HTSCollector seeds each replica by its global
     index; the TorchRL collectors, which seed their envs ``seed, seed + 1, ...``, start at
-    ``seed + replica_offset``.
+    ``seed + replica_offset``. ``on_env_error`` is the HTSCollector's (TorchRL's collectors
+    always raise).
     """
     if kind not in COLLECTOR_KINDS:
         raise ValueError(f"Unknown collector kind {kind!r}; choose one of {COLLECTOR_KINDS}.")
     frames_per_batch = num_envs * sync_interval
+    if kind != "hts" and on_env_error != "raise":
+        raise ValueError(f"on_env_error={on_env_error!r} needs the HTSCollector, not {kind!r}.")
     if kind == "hts":
         return HTSCollector(
             create_env_fn,
@@ -59,6 +63,7 @@ def make_collector(
             device=device,
             inference=inference,
             replica_offset=replica_offset,
+            on_env_error=on_env_error,
         )
     workers = max(num_workers, 1)
     if num_envs % workers:

@@ -29,7 +29,7 @@ from hts_lightning.collectors._engine import (
     leaf_keys,
 )
 from hts_lightning.collectors._seeding import replica_seeds, resume_seed
-from hts_lightning.collectors._workers import InlineExecutor, ProcessExecutor
+from hts_lightning.collectors._workers import ON_ENV_ERROR, InlineExecutor, ProcessExecutor
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 
 __all__ = ["HTSCollector"]
@@ -94,6 +94,16 @@ class HTSCollector(BaseCollector):
             collectors do: a learner with a thread per core beside busy workers oversubscribes
             the cores (measured: a CartPole PPO update 10x slower on 2 cores).
         mp_start_method: start method of the worker processes.
+        on_env_error: what an exception in an env's step does. ``"raise"`` (default): the
+            iterator raises :class:`EnvReplicaError` naming the replica and the env's traceback.
+            ``"restart"``: the replica's env is created again from its factory, seeded anew
+            from its seed and restart count, and reset; the failed step is recorded as a
+            truncation (last observation, zero reward, ``done`` and ``truncated`` set) and the
+            batch goes on. Each restart is logged with the error and counted in
+            :attr:`env_restarts`. That replica's trajectory is no longer the one an error-free
+            run would give (the other replicas' are unchanged), and a replica that fails more
+            than 100 times raises. Errors in env construction or reset, and dead workers,
+            always raise.
 
     Example:
         >>> from functools import partial
@@ -130,6 +140,7 @@ class HTSCollector(BaseCollector):
         replica_offset: int = 0,
         num_threads: int | None = None,
         mp_start_method: str = "forkserver",
+        on_env_error: str = "raise",
     ):
         super().__init__()
         self._create_env_fns = _check_env_fns(create_env_fn, num_envs)
@@ -140,6 +151,8 @@ class HTSCollector(BaseCollector):
             inference_batch_size = min(num_envs, 8)
         if inference_batch_size < 1:
             raise ValueError(f"inference_batch_size must be >= 1, got {inference_batch_size}")
+        if on_env_error not in ON_ENV_ERROR:
+            raise ValueError(f"on_env_error must be one of {ON_ENV_ERROR}, got {on_env_error!r}.")
         if not callable(policy):
             raise TypeError(f"policy must be a TensorDict module, got {type(policy).__name__}")
         if num_workers > 0:
@@ -152,6 +165,9 @@ class HTSCollector(BaseCollector):
         self.replica_offset = replica_offset
         self.num_threads = num_threads
         self._mp_start_method = mp_start_method
+        self.on_env_error = on_env_error
+        #: Env restarts after errors so far (``on_env_error="restart"``), over all replicas.
+        self.env_restarts = 0
         self._policy = policy
         if device is None:
             # Worker inference is CPU inference, wherever the learner's copy lives.
@@ -198,6 +214,7 @@ class HTSCollector(BaseCollector):
                 # Name the replica by its global index: a rank's shard starts at replica_offset.
                 raise error.shifted(self.replica_offset) from None
             end_states = self._end_states()
+            self._log_restarts(self._take_restarts())
             index = self._batches_yielded % 2
             finished = self._buffers[index]
             self._finish_batch(finished, self._buffer_versions[index])
@@ -398,9 +415,10 @@ class HTSCollector(BaseCollector):
                 inference_batch_size=self.inference_batch_size,
                 num_workers=self.num_workers,
                 mp_context=_mp_context(self._mp_start_method),
+                on_env_error=self.on_env_error,
             )
             start, runner = executor.start_workers, executor
-            end_states = executor.replica_states
+            end_states, take_restarts = executor.replica_states, executor.take_restarts
         else:
             slots = layout.slots(self.num_envs)
             executor_kwargs = dict(
@@ -410,6 +428,7 @@ class HTSCollector(BaseCollector):
                 slots=slots,
                 root_keys=layout.root_keys,
                 action_keys=layout.action_keys,
+                on_env_error=self.on_env_error,
             )
             if self.num_workers == 0:
                 executor = InlineExecutor(**executor_kwargs)
@@ -434,10 +453,13 @@ class HTSCollector(BaseCollector):
 
             def collect(index: int) -> None:  # holds no reference to the collector
                 engine.collect(buffers[index], uniforms[index])
-                ends[:] = [executor.replica_states()]
+                ends[:] = [executor.replica_states(), executor.take_restarts()]
 
             def end_states() -> list:
                 return ends[0]
+
+            def take_restarts() -> list:
+                return ends[1]
 
             start = executor.start
             runner = InlineRunner(collect) if self.num_workers == 0 else None
@@ -454,7 +476,7 @@ class HTSCollector(BaseCollector):
             runner = ThreadRunner(collect)
         self._finalizer = weakref.finalize(self, _stop, runner, executor)
         self._runner, self._buffers, self._uniforms = runner, buffers, uniforms
-        self._end_states = end_states
+        self._end_states, self._take_restarts = end_states, take_restarts
         self._buffer_versions = [0, 0]
         self._started = True
         if not self._resumes_in_flight_batch:
@@ -499,6 +521,20 @@ class HTSCollector(BaseCollector):
                 uniform[replica] = torch.rand(uniform.shape[1:], generator=generator)
         self._buffer_versions[index] = self._behaviour_version
         self._runner.start(index)
+
+    def _log_restarts(self, restarts: list) -> None:
+        for replica, env_traceback in restarts:
+            self.env_restarts += 1
+            last_line = env_traceback.strip().splitlines()[-1]
+            _log.warning(
+                "Environment replica %d raised and was restarted (on_env_error='restart'; "
+                "restart %d of this collector; batch %d): %s",
+                replica + self.replica_offset,
+                self.env_restarts,
+                self._batches_yielded,
+                last_line,
+            )
+            _log.debug("Traceback of the env error of replica %d:\n%s", replica, env_traceback)
 
     def _finish_batch(self, out: TensorDictBase, policy_version: int) -> None:
         out.get("policy_version").fill_(policy_version)

@@ -82,6 +82,9 @@ class OnPolicyModule(LightningModule):
         gradient_mode: see above.
         inference_device: where the collector runs the policy (default: CPU).
         inference: the HTSCollector's ``inference`` (``"auto"``, ``"workers"``, ``"main"``).
+        on_env_error: the HTSCollector's: ``"raise"`` (default) stops training at an env
+            error; ``"restart"`` re-creates the failed replica and goes on (logged, counted in
+            ``collector/env_restarts``; that replica's trajectory is no longer reproducible).
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -110,6 +113,7 @@ class OnPolicyModule(LightningModule):
         gradient_mode: GradientMode | None = None,
         inference_device: str | None = None,
         inference: str = "auto",
+        on_env_error: Literal["raise", "restart"] = "raise",
     ):
         super().__init__()
         gradient_mode = gradient_mode or self.default_gradient_mode
@@ -117,6 +121,14 @@ class OnPolicyModule(LightningModule):
             raise ValueError(f"gradient_mode must be 'delayed' or 'current', got {gradient_mode!r}")
         if collector not in COLLECTOR_KINDS:
             raise ValueError(f"collector must be one of {COLLECTOR_KINDS}, got {collector!r}")
+        if on_env_error not in ("raise", "restart"):
+            raise ValueError(f"on_env_error must be 'raise' or 'restart', got {on_env_error!r}")
+        if on_env_error == "restart" and collector != "hts":
+            raise ValueError(
+                f"on_env_error='restart' needs collector='hts': TorchRL's collectors "
+                f"({collector!r}) stop at an env error. Use collector='hts' or "
+                "on_env_error='raise'."
+            )
         if lr_schedule not in ("constant", "linear"):
             raise ValueError(f"lr_schedule must be 'constant' or 'linear', got {lr_schedule!r}")
         if num_workers and num_envs % num_workers:
@@ -231,6 +243,7 @@ class OnPolicyModule(LightningModule):
             device=self.hparams.inference_device,
             inference=self.hparams.inference,
             replica_offset=replica_offset,
+            on_env_error=self.hparams.on_env_error,
         )
         if self._collector_state_to_load is not None:
             self._load_collector_state(self._collector_state_to_load)
@@ -402,6 +415,11 @@ class OnPolicyModule(LightningModule):
         if behaviour_version is not None:
             # Updates done before this batch's step, minus the version that collected it.
             metrics["perf/policy_lag"] = float(self.updates - 1 - behaviour_version)
+        if self.hparams.on_env_error == "restart":
+            restarts = torch.tensor(float(self._collector.env_restarts))
+            if world > 1:
+                restarts = self.trainer.strategy.reduce(restarts, reduce_op="sum")
+            metrics["collector/env_restarts"] = restarts
         metrics["time/wait_for_batch"] = waited
         metrics["time/update"] = time.perf_counter() - start
         metrics["train/lr"] = self.optimizers().param_groups[0]["lr"]
