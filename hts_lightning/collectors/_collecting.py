@@ -38,9 +38,10 @@ def _collecting_worker(
     inference_batch_size: int,
     stop_flag: torch.Tensor,
     on_env_error: str,
+    niceness: int,
     conn,
 ) -> None:
-    prepare_worker_process()
+    prepare_worker_process(niceness)
     root_keys, policy_keys, action_keys = keys
     executor = InlineExecutor(
         create_env_fns=create_env_fns,
@@ -103,6 +104,7 @@ class CollectingWorkers:
         num_workers: int,
         mp_context,
         on_env_error: str = "raise",
+        niceness: int = 0,
     ):
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._pool = WorkerPool(blocks, mp_context)
@@ -127,6 +129,7 @@ class CollectingWorkers:
                 inference_batch_size,
                 self._stop_flag,
                 on_env_error,
+                niceness,
             )
 
         self._args_of = args_of

@@ -10,6 +10,7 @@ carry replica indices, so arrival order never touches the data.
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import signal
 import struct
@@ -162,11 +163,13 @@ class _ReplicaStepper:
         self.envs.clear()
 
 
-def prepare_worker_process() -> None:
+def prepare_worker_process(niceness: int) -> None:
     """Settings every worker process starts with."""
     # Ctrl-C goes to the whole process group: the parent decides how to stop, not the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    if niceness:
+        os.nice(niceness)  # the learner first: see HTSCollector's worker_niceness
 
 
 def _stepping_worker(
@@ -177,9 +180,10 @@ def _stepping_worker(
     root_keys: list[NestedKey],
     action_keys: list[NestedKey],
     on_env_error: str,
+    niceness: int,
     conn,
 ) -> None:
-    prepare_worker_process()
+    prepare_worker_process(niceness)
     stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
     try:
         for replica, create_env_fn in create_env_fns.items():
@@ -264,12 +268,13 @@ class ProcessExecutor:
         num_workers,
         mp_context,
         on_env_error="raise",
+        niceness=0,
     ):
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
         self._pool = WorkerPool(blocks, mp_context)
         self._args = (create_env_fns, seeds, states, slots, list(root_keys), list(action_keys))
-        self._on_env_error = on_env_error
+        self._settings = (on_env_error, niceness)
         self._restarts: list[Restart] = []
 
     def start(self, timeout: float = 300.0) -> None:
@@ -280,7 +285,7 @@ class ProcessExecutor:
             fns = {i: create_env_fns[i] for i in block}
             block_states = {i: states[i] for i in block}
             block_seeds = {i: seeds[i] for i in block}
-            return fns, block_seeds, block_states, slots, root_keys, action_keys, self._on_env_error
+            return fns, block_seeds, block_states, slots, root_keys, action_keys, *self._settings
 
         self._pool.start(_stepping_worker, args_of, timeout)
         self._args = None  # the states are used once; not kept alive

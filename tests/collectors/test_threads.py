@@ -1,14 +1,17 @@
-"""The learner's process keeps the cores the workers do not use."""
+"""The learner's process keeps the cores the workers do not use, and has priority over them."""
 
 from __future__ import annotations
 
 import os
 from functools import partial
 
+import psutil
+import pytest
 import torch
 
 from hts_lightning import CountingEnv, HTSCollector
 from tests.collectors.policies import sampling_policy
+from tests.conftest import worker_processes
 
 
 def _first_batch_threads(**kwargs) -> int:
@@ -31,3 +34,28 @@ def test_worker_processes_take_their_cores_from_the_learner():
         assert _first_batch_threads(num_workers=0) == 5  # serial mode: left alone
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(("inference", "niceness"), [("main", 10), ("workers", 10), ("main", 0)])
+def test_workers_run_at_lower_priority_than_the_learner(inference, niceness):
+    with HTSCollector(
+        partial(CountingEnv),
+        sampling_policy(),
+        num_envs=2,
+        num_workers=2,
+        sync_interval=4,
+        inference=inference,
+        worker_niceness=niceness,
+    ) as collector:
+        next(iter(collector))
+        workers = worker_processes()
+        assert len(workers) == 2
+        assert [w.nice() for w in workers] == [min(19, psutil.Process().nice() + niceness)] * 2
+
+
+@pytest.mark.parametrize(("value", "error"), [(20, ValueError), (-1, ValueError), (1.5, TypeError)])
+def test_a_bad_worker_niceness_is_named(value, error):
+    with pytest.raises(error, match="worker_niceness"):
+        HTSCollector(
+            CountingEnv, sampling_policy(), num_envs=2, sync_interval=4, worker_niceness=value
+        )
