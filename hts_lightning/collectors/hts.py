@@ -541,13 +541,14 @@ class HTSCollector(BaseCollector):
         self._runner.start(index)
 
     def _log_restarts(self, restarts: list) -> None:
-        for replica, env_traceback in restarts:
+        for local_replica, env_traceback in restarts:
             self.env_restarts += 1
+            replica = local_replica + self.replica_offset
             last_line = env_traceback.strip().splitlines()[-1]
             _log.warning(
                 "Environment replica %d raised and was restarted (on_env_error='restart'; "
                 "restart %d of this collector; batch %d): %s",
-                replica + self.replica_offset,
+                replica,
                 self.env_restarts,
                 self._batches_yielded,
                 last_line,
