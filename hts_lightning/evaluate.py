@@ -1,13 +1,15 @@
 """``hts-rl evaluate``: play a trained policy for N episodes, report and log its raw return.
 
-The policy comes from a Lightning checkpoint (``runs/.../last.ckpt``; the module class and the
-env id are read from it) or from an MLflow model URI (``runs:/<run id>/model``,
+The policy comes from a Lightning checkpoint (``runs/.../last.ckpt``, read with
+``weights_only=True``; the module class, only one of hts_lightning's, and the env id are read
+from it) or from a pickle-free MLflow model URI (``runs:/<run id>/model``,
 ``models:/<name>/<version>``, ``models:/<model id>``; the env id is in the model's metadata).
-Actions are greedy (argmax of the logits) or, with ``--sample``, drawn from the policy with a
-generator seeded by ``--seed``; the env is seeded by ``--seed`` too, so an evaluation is
-repeatable. The mean and the (population) standard deviation of the raw episode return are
-printed and logged to MLflow as a new run, nested under the training run when that run is in
-the same store (tag ``mlflow.parentRunId``), else in the experiment ``--experiment-name``.
+Actions are greedy or, with ``--sample``, drawn from the policy's logits with a generator
+seeded by ``--seed``, in the form of the env's action spec; the env is seeded by ``--seed``
+too, so an evaluation is repeatable. The mean and the (population) standard deviation of the
+raw episode return are printed and logged to MLflow as a new run (``tracking.log_evaluation``),
+nested under the training run when that run is in the same store (tag
+``mlflow.parentRunId``), else in the experiment ``--experiment-name``.
 ``--video out.gif`` records the first episode as a GIF (Pillow), logged as an artifact too.
 """
 
@@ -189,29 +191,27 @@ def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
     ``Categorical`` one.
 
     Example:
-        >>> env_action(torch.tensor([2, 0]), OneHot(3, shape=(2, 3)))
+        >>> env_action(torch.tensor([2, 0]), OneHot(3, shape=(2, 3), dtype=torch.int64))
         tensor([[0, 0, 1],
                 [1, 0, 0]])
         >>> env_action(torch.tensor(1), Categorical(4))
         tensor(1)
     """
-    if isinstance(spec, OneHot):
-        num_actions = spec.shape[-1]
-        action = torch.nn.functional.one_hot(index, num_actions)
-    elif isinstance(spec, Categorical):
+    if isinstance(spec, (OneHot, Categorical)):
         num_actions = spec.space.n
-        action = index
     else:
         raise ValueError(
             f"hts-rl evaluate plays discrete actions (OneHot or Categorical specs); this env's "
             f"action spec is a {type(spec).__name__}."
         )
-    action = action.to(spec.dtype).reshape(spec.shape)
-    if not spec.is_in(action):
+    if index.lt(0).any() or index.ge(num_actions).any():
         raise ValueError(
             f"the policy chose action {index.tolist()}, outside this env's {num_actions} "
             "actions: was the policy trained on another env (see --env)?"
         )
+    if isinstance(spec, OneHot):
+        index = torch.nn.functional.one_hot(index, num_actions)
+    action = index.to(spec.dtype).reshape(spec.shape)
     return action
 
 

@@ -185,3 +185,36 @@ def test_evaluate_a_model_uri_logs_a_nested_run(trained, capsys):
     assert metrics["eval/return_std"] == pytest.approx(std)
     assert child.data.params["actions"] == "greedy"
     assert child.data.params["source"] == source
+
+
+class _RunsCodeWhenLoaded(torch.nn.Module):
+    """A model whose unpickling would run ``exec``, writing the file ``marker``."""
+
+    def __init__(self, marker: Path):
+        super().__init__()
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
+
+
+def test_evaluate_refuses_a_pickled_model_and_runs_nothing_from_it(trained, capsys, tmp_path):
+    client, _ = trained
+    marker = tmp_path / "ran"
+    mlflow.set_tracking_uri(client.tracking_uri)
+    with mlflow.start_run(experiment_id=client.get_experiment_by_name("hts-rl").experiment_id):
+        info = mlflow.pytorch.log_model(
+            _RunsCodeWhenLoaded(marker),
+            name="pickled",
+            serialization_format="pickle",
+            metadata={"env_id": "CartPole-v1"},
+            pip_requirements=["torch"],
+        )
+    assert not marker.exists()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", client.tracking_uri)
+        assert main(["evaluate", info.model_uri, "--no-mlflow"]) == 2
+    error = capsys.readouterr().err
+    assert f"{info.model_uri} cannot be loaded without running code in it" in error
+    assert "pickle" in error
+    assert not marker.exists()
