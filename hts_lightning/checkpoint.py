@@ -54,7 +54,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise ValueError(
             f"{path} holds Python objects that loading would execute ({', '.join(names)}); "
             "checkpoints of hts-rl fit hold only weights and plain data, so it was not written "
-            "by hts-rl fit or was altered. Nothing in it was run."
+            "by hts-rl fit, was altered, or holds the state of an env whose snapshot() is not "
+            "plain data. Nothing in it was run."
         ) from None
     except (RuntimeError, EOFError, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
