@@ -2,10 +2,10 @@
 
 ``hts-rl fit --config recipes/<name>.yaml [--model.init_args.lr 1e-4 ...]`` trains with
 LightningCLI (Lightning 2.x has no ``lightning run`` command; this is its replacement):
-``fit``, ``validate`` and ``--print_config`` are LightningCLI's own. Runs are tracked with
-MLflow (``sqlite:///mlflow.db`` in the working directory unless ``MLFLOW_TRACKING_URI`` or
+``fit`` and ``--print_config`` are LightningCLI's own. Runs are tracked with MLflow
+(``sqlite:///mlflow.db`` in the working directory unless ``MLFLOW_TRACKING_URI`` or
 ``--trainer.logger.init_args.tracking_uri`` says otherwise); ``--ckpt_path PATH`` continues
-the checkpoint's MLflow run.
+the checkpoint's MLflow run (``last``: the newest ``runs/**/last.ckpt``).
 
 ``hts-rl evaluate SOURCE [--episodes 10] [--sample] [--video out.gif]`` plays a checkpoint or
 an MLflow model URI (``runs:/<run id>/model``) and logs the mean and std of its raw return.
@@ -124,7 +124,7 @@ class _ReportWhereResultsAre(Callback):
             return
         for logger in trainer.loggers:
             if isinstance(logger, MLFlowLogger):
-                uri = logger._tracking_uri
+                uri = logger.experiment.tracking_uri
                 print(f"MLflow run {logger.run_id} (experiment {logger.experiment_id}) in {uri}")
                 if uri.startswith("sqlite:"):
                     print(f"  browse it: mlflow ui --backend-store-uri {uri}")
@@ -145,16 +145,34 @@ def _is_mlflow_logger(class_path: str) -> bool:
 
 
 class _HtsCLI(LightningCLI):
-    """LightningCLI that continues the checkpoint's MLflow run when resuming."""
+    """LightningCLI with ``fit`` only, that checks a ``--ckpt_path`` before anything starts
+    and continues the checkpoint's MLflow run when resuming."""
 
-    def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        # The modules define no validation, test or predict steps: fit only (see _NOT_OFFERED).
+        return {"fit": LightningCLI.subcommands()["fit"]}
+
+    def parse_arguments(self, parser, args) -> None:
+        from hts_lightning.checkpoint import read_checkpoint
+
+        super().parse_arguments(parser, args)
+        # Before LightningCLI reads the checkpoint's hyperparameters (right after parsing):
+        # one line naming the file when it is missing, truncated, foreign or holds code to run.
+        self._resumed_from = None
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
         if config.get("ckpt_path") == "last":
             config.ckpt_path = str(_latest_last_checkpoint())
             print(f"Resuming from {config.ckpt_path}")
         ckpt_path = config.get("ckpt_path")
+        if ckpt_path and ckpt_path not in _LIGHTNING_CKPT_WORDS and "://" not in ckpt_path:
+            self._resumed_from = read_checkpoint(ckpt_path)  # weights_only=True
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
         logger = config.get("trainer", {}).get("logger")
-        if not ckpt_path or not Path(ckpt_path).is_file() or not hasattr(logger, "class_path"):
+        if self._resumed_from is None or not hasattr(logger, "class_path"):
             return
         init_args = logger.get("init_args")
         if (
@@ -163,12 +181,15 @@ class _HtsCLI(LightningCLI):
             or init_args.get("run_id") is not None
         ):
             return
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        run = checkpoint.get(CHECKPOINT_KEY)
+        run = self._resumed_from.get(CHECKPOINT_KEY)
         if run and run.get("run_id"):
             # The run id is passed to the logger as an argument, before it starts a run.
             init_args.run_id = run["run_id"]
-            print(f"Continuing MLflow run {run['run_id']} from {ckpt_path}")
+            print(f"Continuing MLflow run {run['run_id']} from {config.ckpt_path}")
+
+
+# ckpt_path values that Lightning resolves itself (no local file to check here).
+_LIGHTNING_CKPT_WORDS = ("best", "hpc", "registry")
 
 
 def _latest_last_checkpoint(root: Path = Path("runs")) -> Path:
@@ -219,12 +240,26 @@ def _run_cli(argv: list[str] | None, stop: StopOnSignal) -> None:
     )
 
 
+# LightningCLI subcommands that the modules cannot serve, and what to use instead.
+_NOT_OFFERED = {
+    "validate": "the modules define no validation step",
+    "test": "the modules define no test step",
+    "predict": "the modules define no predict step",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         if not words or words[:1] in (["-h"], ["--help"]):
-            print(f"usage: hts-rl {{fit,validate,collect,evaluate}} ...\n\n{__doc__}")
+            print(f"usage: hts-rl {{fit,collect,evaluate}} ...\n\n{__doc__}")
             return 0
+        if words[0] in _NOT_OFFERED:
+            raise ValueError(
+                f"hts-rl {words[0]} is not offered: {_NOT_OFFERED[words[0]]}. To measure a "
+                "trained policy, play it: hts-rl evaluate CHECKPOINT_OR_MODEL_URI --episodes 10 "
+                "(greedy, seeded, logged to MLflow as eval/*)."
+            )
         if words[:1] == ["collect"]:
             return _collect(build_collect_parser().parse_args(words[1:]))
         if words[:1] == ["evaluate"]:

@@ -1,13 +1,15 @@
 """``hts-rl evaluate``: play a trained policy for N episodes, report and log its raw return.
 
-The policy comes from a Lightning checkpoint (``runs/.../last.ckpt``; the module class and the
-env id are read from it) or from an MLflow model URI (``runs:/<run id>/model``,
+The policy comes from a Lightning checkpoint (``runs/.../last.ckpt``, read with
+``weights_only=True``; the module class, only one of hts_lightning's, and the env id are read
+from it) or from a pickle-free MLflow model URI (``runs:/<run id>/model``,
 ``models:/<name>/<version>``, ``models:/<model id>``; the env id is in the model's metadata).
-Actions are greedy (argmax of the logits) or, with ``--sample``, drawn from the policy with a
-generator seeded by ``--seed``; the env is seeded by ``--seed`` too, so an evaluation is
-repeatable. The mean and the (population) standard deviation of the raw episode return are
-printed and logged to MLflow as a new run, nested under the training run when that run is in
-the same store (tag ``mlflow.parentRunId``), else in the experiment ``--experiment-name``.
+Actions are greedy or, with ``--sample``, drawn from the policy's logits with a generator
+seeded by ``--seed``, in the form of the env's action spec; the env is seeded by ``--seed``
+too, so an evaluation is repeatable. The mean and the (population) standard deviation of the
+raw episode return are printed and logged to MLflow as a new run (``tracking.log_evaluation``),
+nested under the training run when that run is in the same store (tag
+``mlflow.parentRunId``), else in the experiment ``--experiment-name``.
 ``--video out.gif`` records the first episode as a GIF (Pillow), logged as an artifact too.
 """
 
@@ -18,26 +20,41 @@ import importlib
 import math
 import os
 import statistics
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torchrl.data import Categorical, OneHot, TensorSpec
 
+from hts_lightning.checkpoint import MODULE_CLASS_KEY, read_checkpoint
 from hts_lightning.envs import env_factory
 from hts_lightning.models.tensor_policy import TensorPolicy
 from hts_lightning.tracking.callback import CHECKPOINT_KEY
+from hts_lightning.tracking.evaluation import log_evaluation
 from hts_lightning.tracking.mlflow import resolve_tracking_uri
 
-__all__ = ["build_evaluate_parser", "evaluate", "load_policy", "run_episodes"]
+__all__ = ["build_evaluate_parser", "env_action", "evaluate", "load_policy", "run_episodes"]
 
 
 @dataclass
 class _Loaded:
-    policy: TensorPolicy
+    policy: TensorPolicy | _ExportedPolicy
     env_id: str
     env_kwargs: dict = field(default_factory=dict)
     training_run_id: str | None = None
+
+
+@dataclass
+class _ExportedPolicy:
+    """The pickle-free MLflow models of a run (see ``log_policy_model``): greedy actions, and
+    the logits when sampling needs them."""
+
+    actions: Callable[[torch.Tensor], torch.Tensor]
+    logits: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.actions(observation)
 
 
 def build_evaluate_parser() -> argparse.ArgumentParser:
@@ -73,61 +90,133 @@ def _is_model_uri(source: str) -> bool:
     return ":/" in source and not Path(source).exists()
 
 
-def load_policy(source: str, *, tracking_uri: str) -> _Loaded:
-    """The policy, env and training run of a checkpoint path or an MLflow model URI."""
-    if _is_model_uri(source):
-        import mlflow
+def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> _Loaded:
+    """The policy, env and training run of a checkpoint path or an MLflow model URI.
 
-        mlflow.set_tracking_uri(tracking_uri)
-        info = mlflow.models.get_model_info(source)
-        policy = mlflow.pytorch.load_model(source, map_location="cpu")
-        if not isinstance(policy, TensorPolicy):
-            raise ValueError(
-                f"{source} holds a {type(policy).__name__}, not a policy logged by hts-rl fit "
-                "(a TensorPolicy); evaluate a model that hts-rl logged, or its checkpoint."
-            )
-        metadata = info.metadata or {}
-        return _Loaded(
-            policy, metadata.get("env_id"), metadata.get("env_kwargs") or {}, info.run_id
-        )
+    Nothing from the source is executed: a checkpoint is read with ``weights_only=True``
+    (:func:`~hts_lightning.checkpoint.read_checkpoint`) and only a module class of
+    hts_lightning is built from it; an MLflow model must be a pickle-free ``pt2`` one.
+    """
+    if _is_model_uri(source):
+        return _load_mlflow_policy(source, tracking_uri=tracking_uri, sample=sample)
     path = Path(source)
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(
             f"no checkpoint file at {source!r}, and it is not an MLflow model URI: pass a "
             "checkpoint (e.g. runs/<experiment id>/<run id>/checkpoints/last.ckpt) or a URI "
             "such as runs:/<run id>/model."
         )
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    module_class = _module_class(checkpoint, path)
-    module = module_class.load_from_checkpoint(path, map_location="cpu")
-    probe = module.create_env()
-    observation = probe.reset()["observation"]
-    probe.close()
-    policy = TensorPolicy(module.actor, observation_ndim=observation.dim())
+    checkpoint = read_checkpoint(path)
+    module_class = _module_class(checkpoint[MODULE_CLASS_KEY], path)
+    # LightningCLI adds "_class_path" and "_instantiator"; the rest are the module's arguments.
+    hparams = {
+        k: v for k, v in checkpoint.get("hyper_parameters", {}).items() if not k.startswith("_")
+    }
+    module = module_class(**hparams)
+    module.load_state_dict(checkpoint["state_dict"])
     run = checkpoint.get(CHECKPOINT_KEY) or {}
     return _Loaded(
-        policy,
+        TensorPolicy.from_env(module.actor, module.create_env),
         module.hparams.env_id,
         dict(module.hparams.env_kwargs or {}),
         run.get("run_id"),
     )
 
 
-def _module_class(checkpoint: dict, path: Path):
-    name = checkpoint.get("hts_module_class") or checkpoint.get("hyper_parameters", {}).get(
-        "_class_path"
-    )
-    if not name:
-        raise ValueError(
-            f"{path} does not say which module class it holds (no 'hts_module_class'): was it "
-            "written by hts-rl fit? Use a checkpoint of an hts_lightning module."
-        )
+def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> _Loaded:
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    mlflow.set_tracking_uri(tracking_uri)
+    info = mlflow.models.get_model_info(source)
+    metadata = info.metadata or {}
+
+    def load(uri: str):
+        # MLflow's own guard: a pt2 archive is checked to be pickle-free, a pickle refused.
+        previous = os.environ.get("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
+        os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = "false"
+        try:
+            return mlflow.pytorch.load_model(uri)
+        except MlflowException as error:
+            raise ValueError(
+                f"{uri} cannot be loaded without running code in it "
+                f"({error.message.splitlines()[0]}); hts-rl evaluate loads only the "
+                "pickle-free (pt2) models that hts-rl fit logs. Evaluate the run's checkpoint "
+                "instead."
+            ) from None
+        finally:
+            if previous is None:
+                os.environ.pop("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
+            else:
+                os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = previous
+
+    policy = _ExportedPolicy(load(source))
+    if sample:
+        # The logits are their own model, logged beside "model" in the same run.
+        logits_uri = f"runs:/{info.run_id}/logits"
+        try:
+            mlflow.models.get_model_info(logits_uri)
+        except MlflowException:
+            raise ValueError(
+                f"--sample needs the policy's logits, and run {info.run_id} has no 'logits' "
+                f"model beside {source}: evaluate greedily, or evaluate the run's checkpoint."
+            ) from None
+        policy.logits = load(logits_uri)
+    return _Loaded(policy, metadata.get("env_id"), metadata.get("env_kwargs") or {}, info.run_id)
+
+
+def _module_class(name: str, path: Path):
+    """The class a checkpoint names, imported only from hts_lightning: an arbitrary module
+    name would run that module's import-time code."""
+    from hts_lightning.modules import OnPolicyModule
+
     module_name, _, class_name = name.rpartition(".")
-    return getattr(importlib.import_module(module_name), class_name)
+    if module_name.partition(".")[0] != "hts_lightning":
+        raise ValueError(
+            f"{path} names the module class {name!r}, outside hts_lightning; hts-rl evaluate "
+            "imports only hts_lightning's own classes (A2C, PPO, ACKTR)."
+        )
+    cls = getattr(importlib.import_module(module_name), class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, OnPolicyModule)):
+        raise ValueError(
+            f"{path} names {name!r}, which is not an hts_lightning training module; use a "
+            "checkpoint written by hts-rl fit."
+        )
+    return cls
+
+
+def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
+    """The action ``index`` (``[]``, or ``[players]``) in the form of the env's action spec:
+    one-hot for a ``OneHot`` spec (``[actions]`` or ``[players, actions]``), the index for a
+    ``Categorical`` one.
+
+    Example:
+        >>> env_action(torch.tensor([2, 0]), OneHot(3, shape=(2, 3), dtype=torch.int64))
+        tensor([[0, 0, 1],
+                [1, 0, 0]])
+        >>> env_action(torch.tensor(1), Categorical(4))
+        tensor(1)
+    """
+    if isinstance(spec, (OneHot, Categorical)):
+        num_actions = spec.space.n
+    else:
+        raise ValueError(
+            f"hts-rl evaluate plays discrete actions (OneHot or Categorical specs); this env's "
+            f"action spec is a {type(spec).__name__}."
+        )
+    if index.lt(0).any() or index.ge(num_actions).any():
+        raise ValueError(
+            f"the policy chose action {index.tolist()}, outside this env's {num_actions} "
+            "actions: was the policy trained on another env (see --env)?"
+        )
+    if isinstance(spec, OneHot):
+        index = torch.nn.functional.one_hot(index, num_actions)
+    action = index.to(spec.dtype).reshape(spec.shape)
+    return action
 
 
 def run_episodes(
-    policy: TensorPolicy,
+    policy: TensorPolicy | _ExportedPolicy,
     create_env,
     *,
     episodes: int,
@@ -137,6 +226,10 @@ def run_episodes(
 ) -> tuple[list[float], list[int], list]:
     """Play ``episodes`` episodes; returns the raw returns, the lengths and, when
     ``record_frames > 0``, up to that many RGB frames of the first episode.
+
+    ``policy(observations)`` gives the greedy action indices; ``policy.logits`` is used to
+    sample when ``greedy`` is false. Actions take the form of the env's action spec
+    (:func:`env_action`).
 
     The raw return is the env's ``"episode_reward"`` (unclipped for Atari), else the sum of
     the rewards.
@@ -157,15 +250,14 @@ def run_episodes(
             while True:
                 if recording and len(frames) < record_frames:
                     frames.append(_frame(env))
-                logits = policy.logits(data["observation"].unsqueeze(0))[0]
+                observation = data["observation"].unsqueeze(0)
                 if greedy:
-                    action = logits.argmax(-1)
+                    index = policy(observation)[0]
                 else:
                     # One draw per row: per player when the logits are [players, actions].
-                    action = torch.multinomial(logits.softmax(-1), 1, generator=generator)
-                    action = action.squeeze(-1)
-                one_hot = torch.nn.functional.one_hot(action, logits.shape[-1])
-                data["action"] = one_hot.to(env.action_spec.dtype)
+                    probabilities = policy.logits(observation)[0].softmax(-1)
+                    index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
+                data["action"] = env_action(index, env.action_spec)
                 data, following = env.step_and_maybe_reset(data)
                 step = data["next"]
                 total += float(step["reward"].sum())
@@ -184,19 +276,19 @@ def run_episodes(
 
 
 def _frame(env):
-    """An RGB frame ``[H, W, 3]`` of a TorchRL-wrapped gymnasium env."""
-    base = getattr(env, "base_env", env)
-    gym_env = getattr(base, "_env", None)
-    if gym_env is None:
-        raise ValueError(f"a video needs a gymnasium env; {type(base).__name__} has no frames.")
-    unwrapped = gym_env.unwrapped
-    if hasattr(unwrapped, "ale"):  # Atari: the emulator screen, whatever the render mode
-        return unwrapped.ale.getScreenRGB()
+    """An RGB frame ``[H, W, 3]`` from the env's own ``render()`` (gymnasium, behind TorchRL)."""
+    import gymnasium
+
+    unwrapped = getattr(env, "unwrapped", None)  # TorchRL's wrappers pass it through
+    if not isinstance(unwrapped, gymnasium.Env):
+        raise ValueError(f"a video needs a gymnasium env; {type(env).__name__} renders no frames.")
     from gymnasium.error import DependencyNotInstalled
 
-    unwrapped.render_mode = "rgb_array"
+    # Our env factories take no render_mode: ask for RGB arrays on the built env.
+    if unwrapped.render_mode is None and "rgb_array" in unwrapped.metadata.get("render_modes", []):
+        unwrapped.render_mode = "rgb_array"
     try:
-        frame = unwrapped.render()
+        frame = unwrapped.render() if unwrapped.render_mode == "rgb_array" else None
     except DependencyNotInstalled as error:
         name = unwrapped.spec.id if unwrapped.spec else "this env"
         raise ValueError(
@@ -220,56 +312,6 @@ def _write_gif(frames: list, path: Path, fps: int) -> None:
     )
 
 
-def _log_to_mlflow(args, loaded: _Loaded, returns, lengths, video: Path | None, uri: str) -> str:
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric, Param
-    from mlflow.exceptions import MlflowException
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
-
-    client = MlflowClient(uri)
-    parent = None
-    if loaded.training_run_id is not None:
-        try:
-            parent = client.get_run(loaded.training_run_id)
-        except MlflowException:
-            print(f"Training run {loaded.training_run_id} is not in {uri}: logging a new run.")
-    tags = {MLFLOW_RUN_NAME: f"evaluate-{'sample' if args.sample else 'greedy'}"}
-    if parent is not None:
-        experiment_id = parent.info.experiment_id
-        tags[MLFLOW_PARENT_RUN_ID] = parent.info.run_id
-        tags[MLFLOW_RUN_NAME] = f"{parent.info.run_name}-{tags[MLFLOW_RUN_NAME]}"
-    else:
-        experiment = client.get_experiment_by_name(args.experiment_name)
-        experiment_id = (
-            experiment.experiment_id
-            if experiment is not None
-            else client.create_experiment(args.experiment_name)
-        )
-    run = client.create_run(experiment_id, tags=tags)
-    run_id = run.info.run_id
-    params = {
-        "source": args.source,
-        "env_id": loaded.env_id,
-        "episodes": args.episodes,
-        "actions": "sample" if args.sample else "greedy",
-        "seed": args.seed,
-    }
-    metrics = {
-        "eval/return_mean": statistics.fmean(returns),
-        "eval/return_std": statistics.pstdev(returns),
-        "eval/length_mean": statistics.fmean(lengths),
-        "eval/episodes": float(len(returns)),
-    }
-    now = int(1000 * time.time())
-    batch = [Metric(k, v, now, 0) for k, v in metrics.items()]
-    batch += [Metric("eval/episode_return", r, now, i) for i, r in enumerate(returns)]
-    client.log_batch(run_id, metrics=batch, params=[Param(k, str(v)) for k, v in params.items()])
-    if video is not None:
-        client.log_artifact(run_id, str(video), "video")
-    client.set_terminated(run_id, "FINISHED")
-    return run_id
-
-
 def evaluate(argv: list[str]) -> int:
     """Run ``hts-rl evaluate`` with the command-line words ``argv``; returns the exit code."""
     args = build_evaluate_parser().parse_args(argv)
@@ -280,7 +322,7 @@ def evaluate(argv: list[str]) -> int:
             "is not a dependency. Name the file *.gif."
         )
     uri = resolve_tracking_uri(args.tracking_uri)
-    loaded = load_policy(args.source, tracking_uri=uri)
+    loaded = load_policy(args.source, tracking_uri=uri, sample=args.sample)
     env_id = args.env or loaded.env_id
     if env_id is None:
         raise ValueError(f"{args.source} does not name its env: pass --env (e.g. CartPole-v1).")
@@ -308,6 +350,22 @@ def evaluate(argv: list[str]) -> int:
         _write_gif(frames, video, args.video_fps)
         print(f"Video of episode 1 ({len(frames)} frames): {video.resolve()}")
     if not args.no_mlflow:
-        run_id = _log_to_mlflow(args, loaded, returns, lengths, video, uri)
+        mode = "sample" if args.sample else "greedy"
+        run_id = log_evaluation(
+            tracking_uri=uri,
+            training_run_id=loaded.training_run_id,
+            experiment_name=args.experiment_name,
+            run_name=f"evaluate-{mode}",
+            params={
+                "source": args.source,
+                "env_id": env_id,
+                "episodes": args.episodes,
+                "actions": mode,
+                "seed": args.seed,
+            },
+            returns=returns,
+            lengths=lengths,
+            video=video,
+        )
         print(f"Logged to MLflow run {run_id} in {uri}")
     return 0 if all(math.isfinite(r) for r in returns) else 1

@@ -12,6 +12,16 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 __all__ = ["StopOnSignal"]
 
 
+def _raise_sigterm_after_this_batch(trainer: Trainer) -> None:
+    """Set Lightning's own stop flag: after this batch every rank raises SIGTERMException, the
+    batch counted as done, so the checkpoint resumes at the next one.
+
+    ``Trainer.received_sigterm`` is public but read-only; its value is the signal connector's
+    flag. No public setter exists (checked against Lightning 2.6.6): this is the one adapter.
+    """
+    trainer._signal_connector.received_sigterm = True
+
+
 class StopOnSignal(Callback):
     """Stop after the current update on SIGINT or SIGTERM, save ``last.ckpt``, mark the run
     KILLED.
@@ -66,8 +76,7 @@ class StopOnSignal(Callback):
             flag = torch.tensor([float(stop)], device=pl_module.device)
             stop = bool(trainer.strategy.reduce(flag, reduce_op="sum") > 0)
         if stop:
-            # Lightning's stop flag: every rank raises SIGTERMException after this update.
-            trainer._signal_connector.received_sigterm = True
+            _raise_sigterm_after_this_batch(trainer)
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._restore()

@@ -6,11 +6,14 @@ Messages are short byte strings; a worker reports an exception as ``ERROR`` + pi
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import pickle
+import sys
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait as wait_any
+from pathlib import Path
 
 import numpy as np
 
@@ -44,6 +47,30 @@ def report_error(conn, replica: int | None, env_traceback: str) -> None:
         conn.send_bytes(ERROR + pickle.dumps((replica, env_traceback)))
 
 
+_NO_GUARD = (
+    "It was starting, and {} has no 'if __name__ == \"__main__\":' block: a worker "
+    "process imports the main script again, so the script's top-level code ran in it and "
+    "started collectors there. Move the script's code into a function called under that block."
+)
+
+
+def _script_without_main_guard(start_method: str) -> str | None:
+    """The main script's path when ``start_method`` re-imports it in every new process
+    (spawn, forkserver) and its top level has no ``if __name__ == "__main__":`` block."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if start_method == "fork" or path is None or not path.endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        test = ast.unparse(node.test) if isinstance(node, ast.If) else ""
+        if "__name__" in test and "__main__" in test:
+            return None
+    return path
+
+
 class WorkerPool:
     """``len(blocks)`` processes; worker w owns the replicas in ``blocks[w]``."""
 
@@ -68,13 +95,22 @@ class WorkerPool:
             self._processes.append(process)
             self._conns.append(parent)
         deadline = time.monotonic() + timeout
-        for worker, conn in enumerate(self._conns):
-            while not conn.poll(POLL_SECONDS):
-                self._check_alive(worker)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"Collector worker {worker} did not start in {timeout} s")
-            for message in self._drain(worker):
-                self._raise_if_error(message)
+        try:
+            for worker, conn in enumerate(self._conns):
+                while not conn.poll(POLL_SECONDS):
+                    self._check_alive(worker)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"Collector worker {worker} did not start in {timeout} s"
+                        )
+                for message in self._drain(worker):
+                    self._raise_if_error(message)
+        except WorkerDiedError as error:
+            script = _script_without_main_guard(self._context.get_start_method())
+            if script is None:
+                raise
+            cause = _NO_GUARD.format(script)
+            raise WorkerDiedError(error.worker, error.replicas, error.exitcode, cause) from None
 
     def send(self, worker: int, message: bytes) -> None:
         try:

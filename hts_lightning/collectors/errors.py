@@ -21,15 +21,21 @@ class EnvReplicaError(RuntimeError):
 class WorkerDiedError(RuntimeError):
     """A worker process ended without being asked to (killed, crashed, out of memory)."""
 
-    def __init__(self, worker: int, replicas: list[int], exitcode: int | None):
+    def __init__(
+        self, worker: int, replicas: list[int], exitcode: int | None, cause: str | None = None
+    ):
         self.worker = worker
         self.replicas = replicas
         self.exitcode = exitcode
+        #: What made it die, when the parent could tell (else the memory hint is given).
+        self.cause = cause
+        hint = cause or "If it was killed for memory, use fewer envs per worker."
         super().__init__(
             f"Collector worker {worker} (env replicas {replicas[0]}..{replicas[-1]}) died "
-            f"with exit code {exitcode}. If it was killed for memory, use fewer envs per worker."
+            f"with exit code {exitcode}. {hint}"
         )
 
     def shifted(self, offset: int) -> WorkerDiedError:
         """The same error with the replicas' global indices (a shard's first is ``offset``)."""
-        return WorkerDiedError(self.worker, [r + offset for r in self.replicas], self.exitcode)
+        replicas = [r + offset for r in self.replicas]
+        return WorkerDiedError(self.worker, replicas, self.exitcode, self.cause)

@@ -54,6 +54,20 @@ class TensorPolicy(nn.Module):
         self.observation_ndim = observation_ndim
         self.observation_key = observation_key
 
+    @classmethod
+    def from_env(cls, actor: TensorDictModuleBase, create_env) -> TensorPolicy:
+        """The policy of ``actor`` for the env ``create_env()`` makes: one observation of a
+        reset tells the observation's number of dims, and is kept as ``example_observation``
+        (an input example for exports and model signatures)."""
+        probe = create_env()
+        try:
+            observation = probe.reset()["observation"].cpu()
+        finally:
+            probe.close()
+        policy = cls(actor, observation_ndim=observation.dim())
+        policy.example_observation = observation
+        return policy
+
     @torch.no_grad()
     def logits(self, observation: torch.Tensor) -> torch.Tensor:
         """Action logits ``[*batch, num_actions]`` for observations ``[*batch, *obs_shape]``."""

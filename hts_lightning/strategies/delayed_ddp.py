@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from lightning.pytorch.overrides.distributed import _register_ddp_comm_hook
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
 __all__ = ["DelayedGradientDDPStrategy"]
@@ -41,8 +41,23 @@ class DelayedGradientDDPStrategy(DDPStrategy):
 
     strategy_name = "hts_ddp"
 
-    def __init__(self, *, find_unused_parameters: bool = False, **kwargs: Any) -> None:
-        super().__init__(find_unused_parameters=find_unused_parameters, **kwargs)
+    def __init__(
+        self,
+        *,
+        find_unused_parameters: bool = False,
+        ddp_comm_state: object | None = None,
+        ddp_comm_hook: Callable | None = None,
+        ddp_comm_wrapper: Callable | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            find_unused_parameters=find_unused_parameters,
+            ddp_comm_state=ddp_comm_state,
+            ddp_comm_hook=ddp_comm_hook,
+            ddp_comm_wrapper=ddp_comm_wrapper,
+            **kwargs,
+        )
+        self._comm = (ddp_comm_state, ddp_comm_hook, ddp_comm_wrapper)
 
     @classmethod
     def register_strategies(cls, strategy_registry: Any) -> None:
@@ -53,15 +68,14 @@ class DelayedGradientDDPStrategy(DDPStrategy):
             override=True,
         )
 
-    def _register_ddp_hooks(self) -> None:
-        if self._ddp_comm_hook is None and self._ddp_comm_wrapper is None:
-            return
-        _register_ddp_comm_hook(
-            model=self.model,
-            ddp_comm_state=self._ddp_comm_state,
-            ddp_comm_hook=self._ddp_comm_hook,
-            ddp_comm_wrapper=self._ddp_comm_wrapper,
-        )
+    def configure_ddp(self) -> None:
+        super().configure_ddp()
+        state, hook, wrapper = self._comm
+        # Lightning (checked against 2.6.6) registers the hook itself on CUDA only; elsewhere
+        # (gloo) it is torch's public call on the wrapped model. Were Lightning to register it
+        # on CPU too, torch would refuse the second registration: loudly, not silently.
+        if hook is not None and self.root_device.type != "cuda":
+            self.model.register_comm_hook(state, hook if wrapper is None else wrapper(hook))
 
 
 DelayedGradientDDPStrategy.register_strategies(StrategyRegistry)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import logging
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -64,9 +63,10 @@ class MLflowTracking(Callback):
     - In every checkpoint: the run id, experiment id and tracking URI under
       ``checkpoint["hts_mlflow"]``, so that ``hts-rl fit --ckpt_path`` continues the run.
     - At the end of training, when the logger's ``log_policy`` is true (default): the policy as
-      an MLflow PyTorch model named ``"model"`` (a :class:`TensorPolicy`: observations in,
-      greedy action indices out), with a signature, an input example and the env id in its
-      metadata; registered as ``registered_model_name`` when the logger has one.
+      pickle-free MLflow PyTorch models (see :func:`log_policy_model`): ``"model"``
+      (observations in, greedy action indices out) and ``"logits"``, with a signature, an
+      input example and the env id in their metadata; ``"model"`` is registered as
+      ``registered_model_name`` when the logger has one.
 
     Example:
         >>> import tempfile
@@ -114,7 +114,7 @@ class MLflowTracking(Callback):
         checkpoint[CHECKPOINT_KEY] = {
             "run_id": logger.run_id,
             "experiment_id": logger.experiment_id,
-            "tracking_uri": logger._tracking_uri,
+            "tracking_uri": logger.experiment.tracking_uri,
         }
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -124,9 +124,20 @@ class MLflowTracking(Callback):
         log_policy_model(
             pl_module,
             run_id=logger.run_id,
-            tracking_uri=logger._tracking_uri,
+            tracking_uri=logger.experiment.tracking_uri,
             registered_model_name=getattr(logger, "registered_model_name", None),
         )
+
+
+class _Logits(torch.nn.Module):
+    """A policy's logits as a module's forward, so that torch.export can export them."""
+
+    def __init__(self, policy: TensorPolicy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.policy.logits(observation)
 
 
 def log_policy_model(
@@ -137,47 +148,39 @@ def log_policy_model(
     registered_model_name: str | None = None,
     name: str = "model",
 ):
-    """Log ``module``'s policy to ``run_id`` as an MLflow PyTorch model; returns its
-    ``ModelInfo`` (``model_uri``: ``models:/<model id>``; ``runs:/<run id>/model`` also loads)."""
+    """Log ``module``'s policy to ``run_id`` as two pickle-free MLflow PyTorch models (pt2:
+    ``torch.export`` programs with a dynamic batch dimension): ``name`` maps observations to
+    greedy action indices, ``"logits"`` to the action logits (what sampling needs). Returns
+    the ``ModelInfo`` of ``name`` (``model_uri``: ``models:/<model id>``; ``runs:/<run
+    id>/<name>`` also loads); ``registered_model_name`` registers that one."""
     import mlflow
     from mlflow.models import infer_signature
 
-    probe = module.create_env()
-    observation = probe.reset()["observation"]
-    probe.close()
-    policy = TensorPolicy(module.actor, observation_ndim=observation.dim())
-    example = observation.unsqueeze(0).cpu()
-    signature = infer_signature(example.numpy(), policy(example).numpy())
+    policy = TensorPolicy.from_env(module.actor, module.create_env)
+    # Two rows: torch.export would fix a batch dimension of size 1 to a constant.
+    example = torch.stack([policy.example_observation] * 2)
     metadata = {
         "env_id": module.hparams.env_id,
         "env_kwargs": dict(module.hparams.env_kwargs or {}),
         "algorithm": type(module).__name__,
         "frames": int(getattr(module, "frames", 0)),
     }
-    # Pickle, not MLflow 3.17's default "pt2": its torch.export specialized the batch size to
-    # the input example's (1). Loading needs hts-lightning installed. Explicit requirements:
-    # inferring them costs MLflow ~10 s in a subprocess.
-    requirements = [
-        f"hts-lightning=={package_version()}",
-        f"torch=={torch.__version__.split('+')[0]}",
-    ]
+    # Explicit requirements: inferring them costs MLflow ~10 s in a subprocess. The programs
+    # need torch only, not hts-lightning.
+    requirements = [f"torch=={torch.__version__.split('+')[0]}"]
     mlflow.set_tracking_uri(tracking_uri)  # log_model resolves the store from the global URI
-    # In the run's context, so that the model lands in the run's experiment. MLflow's warning
-    # that pickle is less safe than pt2 is about a choice made above on purpose.
-    pickle_warning = logging.getLogger("mlflow.pytorch")
-    level = pickle_warning.level
-    pickle_warning.setLevel(logging.ERROR)
-    try:
-        with torch.no_grad(), mlflow.start_run(run_id=run_id):
-            return mlflow.pytorch.log_model(
-                policy,
-                name=name,
-                signature=signature,
+    infos = {}
+    # In the run's context, so that the models land in the run's experiment.
+    with torch.no_grad(), mlflow.start_run(run_id=run_id):
+        for model_name, model in ((name, policy), ("logits", _Logits(policy))):
+            infos[model_name] = mlflow.pytorch.log_model(
+                model,
+                name=model_name,
+                signature=infer_signature(example.numpy(), model(example).numpy()),
                 input_example=example.numpy(),
                 metadata=metadata,
-                registered_model_name=registered_model_name,
-                serialization_format="pickle",
+                registered_model_name=registered_model_name if model_name == name else None,
+                serialization_format="pt2",
                 pip_requirements=requirements,
             )
-    finally:
-        pickle_warning.setLevel(level)
+    return infos[name]

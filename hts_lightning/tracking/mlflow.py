@@ -84,10 +84,11 @@ class MLflowLogger(MLFlowLogger):
         registered_model_name: str | None = None,
         artifact_location: str | None = None,
     ):
+        self._resolved_tracking_uri = resolve_tracking_uri(tracking_uri)
         super().__init__(
             experiment_name=experiment_name,
             run_name=run_name,
-            tracking_uri=resolve_tracking_uri(tracking_uri),
+            tracking_uri=self._resolved_tracking_uri,
             tags=tags,
             save_dir=save_dir,
             log_model=log_model,
@@ -106,7 +107,7 @@ class MLflowLogger(MLFlowLogger):
     @property
     def tracking_uri(self) -> str:
         """The resolved tracking URI of this logger."""
-        return self._tracking_uri
+        return self._resolved_tracking_uri
 
     @property
     def save_dir(self) -> str:
@@ -124,7 +125,7 @@ class MLflowLogger(MLFlowLogger):
                 self._mlflow_client.get_run(self._run_id)
             except MlflowException as error:
                 raise ValueError(
-                    f"MLflow run {self._run_id} is not in the store {self._tracking_uri} "
+                    f"MLflow run {self._run_id} is not in the store {self.tracking_uri} "
                     f"({error.message.splitlines()[0]}). To continue it, log to the store it "
                     "was made in (MLFLOW_TRACKING_URI or --trainer.logger.init_args.tracking_uri); "
                     "to start a new run instead, pass --trainer.logger.init_args.run_id=null."

@@ -79,27 +79,53 @@ def test_explicit_weights_are_taken_instead_of_the_policy_object():
     assert third["policy_version"].eq(1).all()
 
 
-def test_next_batch_is_collected_while_the_learner_works():
-    """Overlap: after a learner step as long as a batch, the next batch is already there."""
-    delay = 0.01
-    sync_interval = 20  # ~0.2 s of env time per replica and batch
-    policy = weight_readable_policy(num_actions=2)
+class _StepLoggingEnv(CountingEnv):
+    """A CountingEnv that appends one byte to ``log`` per step: the steps every replica has
+    taken so far, seen from the consumer's process."""
+
+    def __init__(self, log: str, **kwargs):
+        super().__init__(**kwargs)
+        self._log = log
+
+    def _step(self, tensordict):
+        with open(self._log, "ab") as file:
+            file.write(b".")
+        return super()._step(tensordict)
+
+
+def _steps_reach(log, count: int, hang_guard: float = 120.0) -> int:
+    """Wait until ``log`` records ``count`` steps; the steps recorded. The limit only keeps a
+    broken collector from hanging the suite; nothing is asserted about how long it takes."""
+    deadline = time.monotonic() + hang_guard
+    while log.stat().st_size < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return log.stat().st_size
+
+
+def test_the_next_batch_is_collected_while_the_learner_holds_this_one(tmp_path):
+    """Overlap: batch k+1 is collected while the consumer holds batch k, and no further
+    (batch k+2 would need the weights of update k)."""
+    log = tmp_path / "steps"
+    log.touch()
+    per_batch = 2 * 20
     with HTSCollector(
-        partial(CountingEnv, max_count=50, max_delay=2 * delay),
-        policy,
+        partial(_StepLoggingEnv, str(log), max_count=50),
+        weight_readable_policy(num_actions=2),
         num_envs=2,
         num_workers=2,
-        frames_per_batch=2 * sync_interval,
-        total_frames=2 * sync_interval * 3,
+        frames_per_batch=per_batch,
+        total_frames=per_batch * 3,
     ) as collector:
         iterator = iter(collector)
-        next(iterator)
-        time.sleep(1.0)  # the "learner": far longer than one batch of env time
-        start = time.perf_counter()
-        next(iterator)
-        waited = time.perf_counter() - start
-        start = time.perf_counter()
-        next(iterator)  # the third batch only started when the second was handed out
-        waited_without_overlap = time.perf_counter() - start
-    assert waited < 0.05
-    assert waited_without_overlap > 0.1
+        first = next(iterator)
+        # Without asking for it, batch 1 is collected: the steps of two batches.
+        assert _steps_reach(log, 2 * per_batch) == 2 * per_batch
+        time.sleep(0.5)  # room to run ahead, which lag one forbids
+        assert log.stat().st_size == 2 * per_batch
+        collector.update_policy_weights_()
+        second = next(iterator)  # already there; handing it out starts batch 2
+        assert _steps_reach(log, 3 * per_batch) == 3 * per_batch
+        third = next(iterator)
+    assert log.stat().st_size == 3 * per_batch
+    assert first["policy_version"].eq(0).all() and second["policy_version"].eq(0).all()
+    assert third["policy_version"].eq(1).all()  # collected after the update, with its weights

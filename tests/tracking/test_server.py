@@ -131,17 +131,21 @@ def test_checkpoint_is_an_artifact(trained):
     client, run = trained
     names = [a.path for a in client.list_artifacts(run.info.run_id, "last")]
     assert "last/last.ckpt" in names
+    # Plain data only: it loads with weights_only=True, as hts-rl evaluate and resume read it.
     checkpoint = torch.load(
-        client.download_artifacts(run.info.run_id, "last/last.ckpt"), weights_only=False
+        client.download_artifacts(run.info.run_id, "last/last.ckpt"), weights_only=True
     )
     assert checkpoint["hts_mlflow"]["run_id"] == run.info.run_id
     assert checkpoint["hts_progress"]["frames"] == 32
 
 
-def test_the_policy_model_loads_and_acts(trained):
+def test_the_policy_models_are_pickle_free_and_act(trained, monkeypatch):
     client, run = trained
     mlflow.set_tracking_uri(client.tracking_uri)
+    # MLflow refuses pickles and checks pt2 archives for pickle records with this unset.
+    monkeypatch.setenv("MLFLOW_ALLOW_PICKLE_DESERIALIZATION", "false")
     policy = mlflow.pytorch.load_model(f"runs:/{run.info.run_id}/model")
+    logits = mlflow.pytorch.load_model(f"runs:/{run.info.run_id}/logits")
     env = make_gym_env("CartPole-v1", seed=0)
     observation = env.reset()["observation"]
     action = policy(observation.unsqueeze(0))
@@ -149,8 +153,12 @@ def test_the_policy_model_loads_and_acts(trained):
     observations = torch.randn(7, 4)
     actions = policy(observations)
     assert actions.shape == (7,) and set(actions.tolist()) <= {0, 1}
-    assert torch.equal(actions, policy.logits(observations).argmax(-1))  # greedy
+    assert logits(observations).shape == (7, 2)
+    assert torch.equal(actions, logits(observations).argmax(-1))  # greedy
     info = mlflow.models.get_model_info(f"runs:/{run.info.run_id}/model")
+    for name in ("model", "logits"):  # torch.export programs, no pickled module
+        files = [a.path for a in client.list_artifacts(run.info.run_id, f"{name}/data")]
+        assert files == [f"{name}/data/model.pt2"]
     assert info.metadata["env_id"] == "CartPole-v1"
     assert info.signature.inputs.to_dict()[0]["tensor-spec"]["shape"] == (-1, 4)
     (version,) = client.search_model_versions(f"name = '{REGISTERED}'")
@@ -177,3 +185,36 @@ def test_evaluate_a_model_uri_logs_a_nested_run(trained, capsys):
     assert metrics["eval/return_std"] == pytest.approx(std)
     assert child.data.params["actions"] == "greedy"
     assert child.data.params["source"] == source
+
+
+class _RunsCodeWhenLoaded(torch.nn.Module):
+    """A model whose unpickling would run ``exec``, writing the file ``marker``."""
+
+    def __init__(self, marker: Path):
+        super().__init__()
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
+
+
+def test_evaluate_refuses_a_pickled_model_and_runs_nothing_from_it(trained, capsys, tmp_path):
+    client, _ = trained
+    marker = tmp_path / "ran"
+    mlflow.set_tracking_uri(client.tracking_uri)
+    with mlflow.start_run(experiment_id=client.get_experiment_by_name("hts-rl").experiment_id):
+        info = mlflow.pytorch.log_model(
+            _RunsCodeWhenLoaded(marker),
+            name="pickled",
+            serialization_format="pickle",
+            metadata={"env_id": "CartPole-v1"},
+            pip_requirements=["torch"],
+        )
+    assert not marker.exists()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", client.tracking_uri)
+        assert main(["evaluate", info.model_uri, "--no-mlflow"]) == 2
+    error = capsys.readouterr().err
+    assert f"{info.model_uri} cannot be loaded without running code in it" in error
+    assert "pickle" in error
+    assert not marker.exists()
