@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -103,9 +104,16 @@ class _NoTips(logging.Filter):
 
 def fit(argv: list[str] | None) -> int:
     """Run ``hts-rl fit``/``validate`` with ``argv`` (``None``: ``sys.argv``); the exit code."""
+    # The console holds our lines: other libraries' notes on their own internals go.
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_NoTips())
-    # Lightning 2.6 on torch 2.13, inside Lightning: nothing a user can act on.
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")  # LightningCLI's calls
+    for message in (
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning 2.6 on torch 2.13
+        r"The ``noload`` loader strategy is deprecated",  # MLflow's SQLAlchemy store
+        # The modules log every update themselves, whatever log_every_n_steps says.
+        r"The number of training batches \(\d+\) is smaller than the logging interval",
+    ):
+        warnings.filterwarnings("ignore", message=message)
     # Our checkpoints are taken between updates, after the optimizer step, by design.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     stop = StopOnSignal()
