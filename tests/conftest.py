@@ -34,8 +34,11 @@ def shm_entries() -> set[str]:
 
 
 @pytest.fixture(autouse=True)
-def _seed_global_rng():
+def _seed_global_rng(monkeypatch):
     torch.manual_seed(1234)
+    # A module's seed defaults to Lightning's global seed: one test's seed_everything must not
+    # become the next test's default.
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
 
 
 @pytest.fixture(autouse=True)

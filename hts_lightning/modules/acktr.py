@@ -57,7 +57,15 @@ class ACKTR(A2C):
         **kw,
     ):
         super().__init__(lr=lr, max_grad_norm=max_grad_norm, **kw)
-        self.save_hyperparameters()
+        # The base class saved (and resolved) its own arguments, the seed among them.
+        self.save_hyperparameters(
+            "momentum",
+            "stat_decay",
+            "damping",
+            "kl_clip",
+            "inv_update_interval",
+            "fisher_value_coef",
+        )
         self._fisher_rng = torch.Generator().manual_seed(self.hparams.seed + 1)
 
     def make_optimizer(self) -> torch.optim.Optimizer:

@@ -7,6 +7,7 @@ live here once.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import deque
@@ -40,6 +41,14 @@ def explained_variance(value: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return 1.0 - (target - value).var() / variance if variance > 0 else torch.zeros(())
 
 
+def run_seed(seed: int | None) -> int:
+    """``seed``, or else Lightning's global seed (``seed_everything`` keeps it in the
+    ``PL_GLOBAL_SEED`` environment variable, which DDP ranks inherit), or else 0."""
+    if seed is not None:
+        return seed
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
 def num_updates(total_frames: int | None, frames_per_batch: int) -> int | None:
     """Updates in a run bounded by ``total_frames`` (one per batch); ``None`` when unbounded."""
     return None if total_frames is None else -(-total_frames // frames_per_batch)
@@ -68,7 +77,12 @@ class OnPolicyModule(LightningModule):
     Args (keyword-only):
         env_id: gymnasium / ALE id, or ``"VariableLatency"``.
         env_kwargs: extra arguments of the env factory.
-        num_envs, num_workers, sync_interval, seed: the collector's.
+        num_envs, num_workers, sync_interval: the collector's.
+        seed: the run's seed (network initialization, every replica's env and action noise,
+            minibatch order). ``None`` (default): Lightning's global seed, the one
+            ``seed_everything`` (a recipe's ``seed_everything:``) set, or 0 when none was set,
+            as Lightning itself does. An explicit value wins. The seed in force is saved in
+            ``hparams.seed`` (so in MLflow's params and tags and in checkpoints).
         total_frames: env frames to train on (``None``: until the Trainer stops).
         collector: ``"hts"`` or a TorchRL baseline (``"sync"``, ``"multi_sync"``,
             ``"multi_async"``), see :func:`hts_lightning.collectors.baselines.make_collector`.
@@ -98,7 +112,7 @@ class OnPolicyModule(LightningModule):
         num_workers: int = 2,
         sync_interval: int = 128,
         total_frames: int | None = None,
-        seed: int = 0,
+        seed: int | None = None,
         collector: str = "hts",
         hidden_sizes: tuple[int, ...] = (64, 64),
         shared_trunk: bool = True,
@@ -140,6 +154,8 @@ class OnPolicyModule(LightningModule):
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
         self.save_hyperparameters()
+        seed = run_seed(seed)
+        self.hparams.seed = seed
         self.gradient_mode = gradient_mode
         self.create_env = env_factory(env_id, **(env_kwargs or {}))
         probe = self.create_env()

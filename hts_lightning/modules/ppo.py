@@ -39,7 +39,8 @@ class PPO(OnPolicyModule):
 
     def __init__(self, *, clip_epsilon: float = 0.2, epochs: int = 4, minibatches: int = 4, **kw):
         super().__init__(**kw)
-        self.save_hyperparameters()
+        # The base class saved (and resolved) its own arguments, the seed among them.
+        self.save_hyperparameters("clip_epsilon", "epochs", "minibatches")
         if self.frames_per_batch % minibatches:
             raise ValueError(
                 f"minibatches={minibatches} must divide num_envs * sync_interval = "
