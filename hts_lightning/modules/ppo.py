@@ -78,7 +78,9 @@ class PPO(OnPolicyModule):
         for _ in range(self.hparams.epochs):
             order = torch.randperm(flat.numel(), generator=generator).to(flat.device)
             for start in range(0, flat.numel(), size):
-                losses = self.gradient_step(flat[order[start : start + size]])
+                # One minibatch is the whole batch: its order would change only the rounding.
+                minibatch = flat if size == flat.numel() else flat[order[start : start + size]]
+                losses = self.gradient_step(minibatch)
                 names = sorted(losses)
                 history.append(torch.stack([losses[k].float().mean() for k in names]))
         return dict(zip(names, torch.stack(history).mean(0)))
