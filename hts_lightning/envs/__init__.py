@@ -1,5 +1,6 @@
 """Environment factories: each returns a TorchRL ``EnvBase`` seeded per replica."""
 
+from hts_lightning.envs import _quiet_gym  # noqa: F401  (before any GymEnv is built)
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.factory import env_factory

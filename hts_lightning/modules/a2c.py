@@ -30,10 +30,11 @@ class A2C(OnPolicyModule):
     def make_loss(self) -> LossModule:
         return A2CLoss(
             self.actor,
-            self.critic,
+            self.critic_head,
             entropy_coeff=self.hparams.entropy_coef,
             critic_coeff=self.hparams.value_coef,
             loss_critic_type="l2",
+            functional=False,  # the modules' own parameters: no per-call parameter swap
         )
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:

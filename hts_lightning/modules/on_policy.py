@@ -169,8 +169,14 @@ class OnPolicyModule(LightningModule):
         probe.close()
         self.actor = self.model.get_policy_operator()
         self.critic = self.model.get_value_operator()
+        # The loss runs the actor (trunk and head) and then only the critic's head on the
+        # trunk's "features" (TorchRL's advice for shared trunks: one trunk pass, not two).
+        # GAE, run on observations and next observations alike, needs the whole critic.
+        self.critic_head = self.model.get_value_head()
         self.loss_module = self.make_loss()
-        self.loss_module.make_value_estimator(ValueEstimators.GAE, gamma=gamma, lmbda=gae_lambda)
+        self.loss_module.make_value_estimator(
+            ValueEstimators.GAE, gamma=gamma, lmbda=gae_lambda, value_network=self.critic
+        )
         self.automatic_optimization = False
         self.frames_per_batch = num_envs * sync_interval
         self.updates = 0
@@ -188,7 +194,8 @@ class OnPolicyModule(LightningModule):
     # --- to override -----------------------------------------------------------------------
 
     def make_loss(self) -> LossModule:
-        """The TorchRL loss of this algorithm over ``self.actor`` and ``self.critic``."""
+        """The TorchRL loss of this algorithm over ``self.actor`` and ``self.critic_head``
+        (the loss runs the actor first: the head reads the trunk's ``"features"``)."""
         raise NotImplementedError
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
@@ -268,7 +275,10 @@ class OnPolicyModule(LightningModule):
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimizer of the loss parameters (Adam); ACKTR overrides it with K-FAC."""
-        return torch.optim.Adam(self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5)
+        # Fused: one kernel for all parameters (a 4.7k-parameter MLP's step: 0.47 -> 0.14 ms).
+        return torch.optim.Adam(
+            self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5, fused=True
+        )
 
     def configure_optimizers(self):
         optimizer = self.make_optimizer()
@@ -439,20 +449,19 @@ class OnPolicyModule(LightningModule):
         metrics["time/wait_for_batch"] = waited
         metrics["time/update"] = time.perf_counter() - start
         metrics["train/lr"] = self.optimizers().param_groups[0]["lr"]
-        # Callback metrics for Lightning (progress bar, checkpoint monitors); the loggers get
-        # the same values with the env-frame count as step, the x axis RL runs are compared on.
-        self.log_dict(metrics, logger=False, on_step=True, on_epoch=False)
-        if self.updates % self.trainer.log_every_n_steps == 0 or self._is_last_update():
-            values = {k: float(v) for k, v in metrics.items()}
-            for logger in self.loggers:
-                logger.log_metrics(values, step=self.frames)
-        progress = {"frames": float(self.frames), "fps": metrics["perf/fps"]}
-        if "rollout/return_last_20" in metrics:
-            progress["return"] = metrics["rollout/return_last_20"]
+        # The loggers get every update, with the env-frame count as step (the x axis RL runs
+        # are compared on). Lightning's callback metrics (progress bar, checkpoint monitors,
+        # callbacks) get all but the train/ diagnostics: its log costs about 0.4 ms a key,
+        # 10 ms an update with them.
+        values = {k: float(v) for k, v in metrics.items()}
+        for logger in self.loggers:
+            logger.log_metrics(values, step=self.frames)
+        callback = {k: v for k, v in values.items() if not k.startswith("train/")}
+        self.log_dict(callback, logger=False, on_step=True, on_epoch=False)
+        progress = {"frames": values["perf/frames"], "fps": values["perf/fps"]}
+        if "rollout/return_last_20" in values:
+            progress["return"] = values["rollout/return_last_20"]
         self.log_dict(progress, prog_bar=True, logger=False, on_step=True, on_epoch=False)
-
-    def _is_last_update(self) -> bool:
-        return self.frames >= self.collection_frames()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The class (for hts-rl evaluate), the progress counters (a resumed run logs at the

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.objectives import ClipPPOLoss, LossModule
+from torchrl.objectives import LossModule
 
 from hts_lightning.modules.on_policy import OnPolicyModule
+from hts_lightning.modules.ppo_loss import LeanClipPPOLoss
 
 __all__ = ["PPO"]
 
@@ -51,9 +52,9 @@ class PPO(OnPolicyModule):
         return self.hparams.epochs * self.hparams.minibatches
 
     def make_loss(self) -> LossModule:
-        return ClipPPOLoss(
+        return LeanClipPPOLoss(
             self.actor,
-            self.critic,
+            self.critic_head,
             clip_epsilon=self.hparams.get("clip_epsilon", 0.2),
             entropy_coeff=self.hparams.entropy_coef,
             critic_coeff=self.hparams.value_coef,
@@ -61,14 +62,25 @@ class PPO(OnPolicyModule):
         )
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
-        flat = batch.reshape(-1)
+        # Minibatches carry only what the loss reads: indexing the whole batch copied the
+        # next observations, logits, features... at every step for nothing.
+        keys = self.loss_module.tensor_keys
+        flat = batch.select(
+            *self.actor.in_keys,
+            keys.action,
+            keys.sample_log_prob,
+            keys.advantage,
+            keys.value_target,
+        ).reshape(-1)
         size = flat.numel() // self.hparams.minibatches
         generator = torch.Generator().manual_seed(self.hparams.seed * 1_000_003 + self.updates)
-        history: dict[str, list[torch.Tensor]] = {}
+        history = []
         for _ in range(self.hparams.epochs):
             order = torch.randperm(flat.numel(), generator=generator).to(flat.device)
             for start in range(0, flat.numel(), size):
-                losses = self.gradient_step(flat[order[start : start + size]])
-                for key, value in losses.items():
-                    history.setdefault(key, []).append(value.detach().float().mean())
-        return {key: torch.stack(values).mean() for key, values in history.items()}
+                # One minibatch is the whole batch: its order would change only the rounding.
+                minibatch = flat if size == flat.numel() else flat[order[start : start + size]]
+                losses = self.gradient_step(minibatch)
+                names = sorted(losses)
+                history.append(torch.stack([losses[k].float().mean() for k in names]))
+        return dict(zip(names, torch.stack(history).mean(0)))

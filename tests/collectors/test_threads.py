@@ -26,9 +26,13 @@ def test_worker_processes_take_their_cores_from_the_learner():
     before = torch.get_num_threads()
     try:
         cores = len(os.sched_getaffinity(0))
+        torch.set_num_threads(1)
+        # Workers at a lower priority (the default) take what the learner leaves.
+        assert _first_batch_threads(num_workers=1) == cores
         torch.set_num_threads(cores)
-        assert _first_batch_threads(num_workers=1) == max(1, cores - 1)
-        assert _first_batch_threads(num_workers=1) == max(1, cores - 1)  # not cumulative
+        # Workers at the learner's priority get a core each.
+        assert _first_batch_threads(num_workers=1, worker_niceness=0) == max(1, cores - 1)
+        assert _first_batch_threads(num_workers=1, worker_niceness=0) == max(1, cores - 1)
         assert _first_batch_threads(num_workers=2, num_threads=3) == 3
         torch.set_num_threads(5)
         assert _first_batch_threads(num_workers=0) == 5  # serial mode: left alone

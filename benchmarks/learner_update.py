@@ -1,0 +1,183 @@
+"""The learner alone: the PPO module's update against the same update in plain PyTorch.
+
+One batch is collected with the recipe's env and a fresh policy (CartPole: 8 x 32 frames;
+Pong: 16 x 128, 4 x 84 x 84 frames). The module then trains on copies of it through
+Lightning's own loop (``Trainer.fit`` with the batch as the dataloader: training_step, GAE,
+ClipPPOLoss, clipping, the behaviour snapshot, logging), and ``_plain_ppo.update`` does the
+same update (same layers, loss terms, Adam, minibatch sizes) on the same batch; the two
+alternate, ``--rounds`` times, in one process and one thread count. Reported: the median
+seconds per update of each, their ratio, and the load average.
+
+    python benchmarks/learner_update.py --env cartpole --updates 20 --rounds 3
+    python benchmarks/learner_update.py --env pong --updates 3 --rounds 3 --threads 2
+    python benchmarks/learner_update.py --env cartpole --profile   # cProfile of the module
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import time
+from pathlib import Path
+
+import _plain_ppo as plain
+import torch
+import yaml
+from lightning import Callback, Trainer
+
+from hts_lightning import PPO, HTSCollector
+
+RECIPES = {
+    "cartpole": Path(__file__).parents[1] / "recipes/cartpole_ppo.yaml",
+    "pong": Path(__file__).parents[1] / "recipes/atari/pong_ppo.yaml",
+}
+
+
+class ReplayPPO(PPO):
+    """The PPO module trained on copies of one fixed batch instead of a collector."""
+
+    def __init__(self, *, replay_batch, replay_updates: int, **kwargs):
+        super().__init__(**kwargs)
+        self._replay = (replay_batch, replay_updates)
+
+    def train_dataloader(self):
+        return _Copies(*self._replay)
+
+
+class _Copies:
+    """``count`` copies of ``batch``, as a sized iterable (a list would be read by Lightning
+    as several dataloaders)."""
+
+    def __init__(self, batch, count: int):
+        self.batch, self.count = batch, count
+
+    def __iter__(self):
+        return (self.batch.clone() for _ in range(self.count))
+
+    def __len__(self) -> int:
+        return self.count
+
+
+class _UpdateTimes(Callback):
+    """Seconds between the ends of consecutive training steps: all of the loop's work."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self._last: float | None = None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if self._last is None:
+            self._last = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        self.times.append(now - self._last)
+        self._last = now
+
+
+def recipe_args(env: str) -> dict:
+    return dict(yaml.safe_load(RECIPES[env].read_text())["model"]["init_args"], num_workers=0)
+
+
+def collect_batch(args: dict):
+    """One batch of the recipe's env with the module's initial policy."""
+    probe = PPO(**args)
+    with HTSCollector(
+        probe.create_env,
+        probe.actor,
+        num_envs=args["num_envs"],
+        num_workers=0,
+        frames_per_batch=probe.frames_per_batch,
+        total_frames=probe.frames_per_batch,
+        seed=args.get("seed", 0),
+    ) as collector:
+        return next(iter(collector)).clone()
+
+
+def settings(args: dict) -> plain.PPOSettings:
+    return plain.PPOSettings(
+        epochs=args["epochs"],
+        minibatches=args["minibatches"],
+        clip_epsilon=args["clip_epsilon"],
+        entropy_coef=args["entropy_coef"],
+        value_coef=args["value_coef"],
+        max_grad_norm=args["max_grad_norm"],
+        gamma=args["gamma"],
+        gae_lambda=args["gae_lambda"],
+        normalize_advantage=args["normalize_advantage"],
+    )
+
+
+def fit_module(args: dict, batch, updates: int, profile: cProfile.Profile | None = None):
+    """The module's updates on ``batch`` through Lightning; returns (module, seconds each)."""
+    frames = batch.numel()
+    module = ReplayPPO(
+        replay_batch=batch, replay_updates=updates, **dict(args, total_frames=frames * updates)
+    )
+    times = _UpdateTimes()
+    trainer = Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[times],
+    )
+    if profile is not None:
+        profile.enable()
+    trainer.fit(module)
+    if profile is not None:
+        profile.disable()
+    return module, times.times
+
+
+def plain_updates(args: dict, batch, updates: int, actor_critic) -> list[float]:
+    nets = plain.networks(actor_critic)
+    optimizer = torch.optim.Adam(nets.parameters(), lr=args["lr"], eps=1e-5, fused=True)
+    times = []
+    for update in range(updates):
+        generator = torch.Generator().manual_seed(args.get("seed", 0) * 1_000_003 + update)
+        start = time.perf_counter()
+        plain.update(nets, optimizer, batch, settings(args), generator)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", choices=sorted(RECIPES), default="cartpole")
+    parser.add_argument("--updates", type=int, default=20, help="updates per round and side")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--profile", action="store_true", help="cProfile the module's fit")
+    options = parser.parse_args(argv)
+    torch.set_num_threads(options.threads)
+    args = recipe_args(options.env)
+    batch = collect_batch(args)
+    if options.profile:
+        profile = cProfile.Profile()
+        fit_module(args, batch, options.updates, profile)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+        return
+    module_times, plain_times = [], []
+    for _ in range(options.rounds):
+        _, times = fit_module(args, batch, options.updates)
+        module_times.extend(times[1:])  # the first includes Lightning's loop start
+        plain_times.extend(plain_updates(args, batch, options.updates, PPO(**args).model)[1:])
+    steps = args["epochs"] * args["minibatches"]
+    m, p = statistics.median(module_times), statistics.median(plain_times)
+    print(
+        f"{options.env}: {batch.numel()} frames, {steps} optimizer steps per update, "
+        f"{options.threads} thread(s); module {m * 1000:.1f} ms/update "
+        f"({m / steps * 1000:.2f} ms/step), plain PyTorch {p * 1000:.1f} ms/update "
+        f"({p / steps * 1000:.2f} ms/step); module / plain = {m / p:.2f}; "
+        f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

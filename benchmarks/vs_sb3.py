@@ -1,0 +1,158 @@
+"""CartPole PPO: Stable-Baselines3 against ``hts-rl fit``, frames and wall seconds to solve.
+
+The same PPO settings on both sides (RL-Zoo's for CartPole-v1: 8 envs x 32 steps, 20 epochs
+of one 256-frame minibatch, lr 1e-3 decaying linearly, gamma 0.98, GAE lambda 0.8, clip 0.2,
+no entropy bonus, gradient norm 0.5): SB3 2.9.2 ``PPO("MlpPolicy")`` with its defaults
+otherwise, and ``hts-rl fit --config recipes/cartpole_ppo.yaml`` as a user runs it (MLflow,
+checkpoints, progress bar), with ``hts_lightning.callbacks.StopAtReturn``. Each run is a fresh
+process, seeds alternate between the contenders (which one goes first alternates too), and
+each is timed from its process start to the line that says the mean return of its last 20
+episodes reached 475 (checked once per 256-frame batch on both sides), within 100k frames.
+``--contenders`` may add ``sync``: the same recipe with TorchRL's ``Collector`` (no policy
+lag), to tell the lag's cost from the rest.
+
+    pip install -e ".[bench]"
+    flock /tmp/hts-cpu.lock python benchmarks/vs_sb3.py --seeds 0 1 2 3 4
+    python benchmarks/vs_sb3.py --seeds 0 1 2 3 4 --contenders hts sync --hts-args \\
+        --model.init_args.shared_trunk=false
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET, WINDOW, MAX_FRAMES = 475.0, 20, 100_000
+_REACHED = re.compile(r"reached \S+ \(\S+\) at ([\d,]+) frames")
+
+
+def _sb3_child(seed: int) -> None:
+    """One SB3 run (in its own process): prints the same line as StopAtReturn."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    class Reach(BaseCallback):
+        solved = False
+
+        def _on_step(self) -> bool:
+            return not self.solved
+
+        def _on_rollout_end(self) -> None:
+            returns = [info["r"] for info in self.model.ep_info_buffer][-WINDOW:]
+            if len(returns) == WINDOW and statistics.fmean(returns) >= TARGET:
+                self.solved = True
+                print(
+                    f"sb3: reached {TARGET:g} ({statistics.fmean(returns):.1f}) at "
+                    f"{self.num_timesteps:,} frames",
+                    flush=True,
+                )
+
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        n_epochs=20,
+        gamma=0.98,
+        gae_lambda=0.8,
+        ent_coef=0.0,
+        learning_rate=lambda progress: 1e-3 * progress,
+        clip_range=0.2,
+        max_grad_norm=0.5,
+        seed=seed,
+        device="cpu",
+    )
+    model.learn(total_timesteps=MAX_FRAMES, callback=Reach())
+
+
+def _command(contender: str, seed: int, hts_args: list[str]) -> list[str]:
+    if contender == "sb3":
+        return [sys.executable, __file__, "--sb3-child", str(seed)]
+    command = [
+        str(Path(sys.executable).with_name("hts-rl")),
+        "fit",
+        "--config",
+        str(ROOT / "recipes/cartpole_ppo.yaml"),
+        f"--seed_everything={seed}",
+        f"--model.init_args.seed={seed}",
+        "--trainer.callbacks+=hts_lightning.callbacks.StopAtReturn",
+        f"--trainer.callbacks.target={TARGET}",
+        f"--trainer.callbacks.window={WINDOW}",
+    ]
+    if contender == "sync":
+        command.append("--model.init_args.collector=sync")
+    return command + hts_args
+
+
+def _run(command: list[str], cwd: Path) -> tuple[int | None, float | None, float]:
+    """(frames at the target or None, seconds from start to the line, total seconds)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    frames = reached = None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        match = _REACHED.search(line)
+        if match and frames is None:
+            reached = time.perf_counter() - started
+            frames = int(match.group(1).replace(",", ""))
+    if process.wait() != 0:
+        sys.stderr.write("".join(lines[-30:]))
+        raise SystemExit(f"{command[0]} exited with {process.returncode}")
+    return frames, reached, time.perf_counter() - started
+
+
+def _median(values: list) -> str:
+    return f"{statistics.median(values):,.1f}" if values else "-"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--contenders", nargs="+", default=["sb3", "hts"])
+    parser.add_argument("--hts-args", nargs=argparse.REMAINDER, default=[])
+    parser.add_argument("--sb3-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.sb3_child is not None:
+        _sb3_child(args.sb3_child)
+        return
+    work = Path(tempfile.mkdtemp(prefix="vs_sb3-"))
+    print(f"machine: {os.cpu_count()} cores; runs in {work}; hts args {args.hts_args}")
+    results: dict[str, list] = {c: [] for c in args.contenders}
+    for index, seed in enumerate(args.seeds):
+        order = args.contenders if index % 2 == 0 else args.contenders[::-1]
+        for contender in order:
+            load = os.getloadavg()[0]
+            frames, reached, total = _run(_command(contender, seed, args.hts_args), work)
+            results[contender].append((seed, frames, reached, total, load))
+            hit = f"{frames:,} frames, {reached:.1f} s" if frames else "not reached"
+            print(f"seed {seed} {contender}: {hit} (process {total:.1f} s, load {load:.2f})")
+            sys.stdout.flush()
+    print("\n| contender | seeds solved | median frames | median wall s | per seed (frames / s) |")
+    print("|---|---:|---:|---:|---|")
+    for contender, rows in results.items():
+        solved = [r for r in rows if r[1] is not None]
+        per_seed = ", ".join(
+            f"{s}: {f:,} / {w:.1f}" if f else f"{s}: not reached" for s, f, w, _, _ in rows
+        )
+        print(
+            f"| {contender} | {len(solved)}/{len(rows)} | {_median([r[1] for r in solved])} | "
+            f"{_median([r[2] for r in solved])} | {per_seed} |"
+        )
+    print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

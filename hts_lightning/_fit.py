@@ -1,0 +1,169 @@
+"""``hts-rl fit``: LightningCLI with the run's defaults (MLflow, checkpoints,
+signal handling) and the resume of the checkpoint's MLflow run. Imported by :mod:`hts_lightning.cli`
+only for these commands: it is where Lightning, MLflow and the training modules load.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+import warnings
+from pathlib import Path
+
+from lightning import Callback, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.loggers import MLFlowLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from hts_lightning.callbacks import StopOnSignal
+from hts_lightning.checkpoint import read_checkpoint
+from hts_lightning.collectors import EnvReplicaError, WorkerDiedError
+from hts_lightning.modules import OnPolicyModule
+from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
+from hts_lightning.tracking.callback import CHECKPOINT_KEY
+
+
+class _ReportWhereResultsAre(Callback):
+    """Say where the run and the last checkpoint went, so a user need not search (at the end
+    of fitting: the last checkpoint is written at the end of training)."""
+
+    def on_fit_end(self, trainer: Trainer, pl_module) -> None:
+        if not trainer.is_global_zero:
+            return
+        for logger in trainer.loggers:
+            if isinstance(logger, MLFlowLogger):
+                uri = logger.experiment.tracking_uri
+                print(f"MLflow run {logger.run_id} (experiment {logger.experiment_id}) in {uri}")
+                if uri.startswith("sqlite:"):
+                    print(f"  browse it: mlflow ui --backend-store-uri {uri}")
+            elif logger.log_dir:
+                print(f"Metrics logged under {Path(logger.log_dir).resolve()}")
+        checkpoint = trainer.checkpoint_callback
+        if checkpoint is not None and checkpoint.last_model_path:
+            print(f"Last checkpoint: {Path(checkpoint.last_model_path).resolve()}")
+
+
+def _is_mlflow_logger(class_path: str) -> bool:
+    module_name, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, MLFlowLogger)
+
+
+class _HtsCLI(LightningCLI):
+    """LightningCLI with ``fit`` only, that checks a ``--ckpt_path`` before anything starts
+    and continues the checkpoint's MLflow run when resuming."""
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        # The modules define no validation, test or predict steps: fit only (see cli's
+        # _NOT_OFFERED).
+        return {"fit": LightningCLI.subcommands()["fit"]}
+
+    def parse_arguments(self, parser, args) -> None:
+        super().parse_arguments(parser, args)
+        # Before LightningCLI reads the checkpoint's hyperparameters (right after parsing):
+        # one line naming the file when it is missing, truncated, foreign or holds code to run.
+        self._resumed_from = None
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
+        if config.get("ckpt_path") == "last":
+            config.ckpt_path = str(_latest_last_checkpoint())
+            print(f"Resuming from {config.ckpt_path}")
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path and ckpt_path not in _LIGHTNING_CKPT_WORDS and "://" not in ckpt_path:
+            self._resumed_from = read_checkpoint(ckpt_path)  # weights_only=True
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        logger = config.get("trainer", {}).get("logger")
+        if self._resumed_from is None or not hasattr(logger, "class_path"):
+            return
+        init_args = logger.get("init_args")
+        if (
+            not _is_mlflow_logger(logger.class_path)
+            or init_args is None
+            or init_args.get("run_id") is not None
+        ):
+            return
+        run = self._resumed_from.get(CHECKPOINT_KEY)
+        if run and run.get("run_id"):
+            # The run id is passed to the logger as an argument, before it starts a run.
+            init_args.run_id = run["run_id"]
+            print(f"Continuing MLflow run {run['run_id']} from {config.ckpt_path}")
+
+
+# ckpt_path values that Lightning resolves itself (no local file to check here).
+_LIGHTNING_CKPT_WORDS = ("best", "hpc", "registry")
+
+
+def _latest_last_checkpoint(root: Path = Path("runs")) -> Path:
+    """``--ckpt_path last``: the newest ``last.ckpt`` under ``runs/`` (every run keeps its
+    checkpoints in ``runs/<experiment>/<run>/checkpoints``)."""
+    candidates = sorted(root.glob("**/last.ckpt"), key=lambda path: path.stat().st_mtime)
+    if not candidates:
+        raise ValueError(
+            f"--ckpt_path last: no last.ckpt under {root.resolve()}. Run from the folder of the "
+            "interrupted run, or pass the checkpoint's path."
+        )
+    return candidates[-1]
+
+
+class _NoTips(logging.Filter):
+    """Drops Lightning's advertisement for its cloud logger from the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("💡 Tip")
+
+
+def fit(argv: list[str] | None) -> int:
+    """Run ``hts-rl fit`` with ``argv`` (``None``: ``sys.argv``); the exit code."""
+    # The console holds our lines: other libraries' notes on their own internals go.
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_NoTips())
+    os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")  # LightningCLI's calls
+    for message in (
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning 2.6 on torch 2.13
+        r"The ``noload`` loader strategy is deprecated",  # MLflow's SQLAlchemy store
+        # The modules log every update themselves, whatever log_every_n_steps says.
+        r"The number of training batches \(\d+\) is smaller than the logging interval",
+    ):
+        warnings.filterwarnings("ignore", message=message)
+    # Our checkpoints are taken between updates, after the optimizer step, by design.
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+    stop = StopOnSignal()
+    try:
+        _run_cli(argv, stop)
+    except SIGTERMException:
+        print(f"hts-rl: stopped by {signal.Signals(stop.received).name}", file=sys.stderr)
+        return 128 + stop.received
+    except (EnvReplicaError, WorkerDiedError, FloatingPointError) as error:
+        print(f"hts-rl: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_cli(argv: list[str] | None, stop: StopOnSignal) -> None:
+    _HtsCLI(
+        OnPolicyModule,
+        subclass_mode_model=True,
+        args=argv,
+        trainer_defaults={
+            "max_epochs": 1,  # one epoch = the module's total_frames
+            "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
+            "callbacks": [
+                _ReportWhereResultsAre(),
+                ModelCheckpoint(save_last=True, every_n_train_steps=50),
+                MLflowTracking(),
+                stop,
+            ],
+        },
+        save_config_callback=SaveConfigToMLflow,
+        save_config_kwargs={"save_to_log_dir": False},
+        auto_configure_optimizers=False,
+    )

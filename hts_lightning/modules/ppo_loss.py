@@ -1,0 +1,72 @@
+"""TorchRL's ClipPPOLoss with a lean forward: the same loss terms, fewer per-call extras."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.objectives import ClipPPOLoss
+
+__all__ = ["LeanClipPPOLoss"]
+
+
+class LeanClipPPOLoss(ClipPPOLoss):
+    """:class:`~torchrl.objectives.ClipPPOLoss` whose ``forward`` computes only what PPO's
+    update needs: ``loss_objective``, ``loss_critic``, ``loss_entropy`` and the diagnostics
+    ``clip_fraction``, ``kl_approx`` and ``entropy``.
+
+    Why: on a CartPole minibatch (256 rows, a 4.7k-parameter MLP, 1 thread) ClipPPOLoss's
+    forward and backward took 2.7 ms, the same terms on raw tensors 1.0 ms; 0.85 ms of the
+    difference is what its forward adds on every call (a shallow clone, the ESS and ratio
+    statistics, a per-minibatch explained variance, an output TensorDict mapped over its
+    keys, broadcast checks). This forward keeps the rest of ClipPPOLoss: the actor call and
+    its distribution (``get_dist``), the critic loss (:meth:`loss_critic`), the value
+    estimator, keys and coefficients. It needs the advantage in the input (the on-policy
+    skeleton computes it per batch) and a single action head; the loss is the mean over the
+    minibatch. ``torch.compile`` did not pay on CPU: 59 s to compile, no faster after.
+
+    Example:
+        >>> from hts_lightning import make_gym_env
+        >>> from hts_lightning.models import make_actor_critic
+        >>> env = make_gym_env("CartPole-v1")
+        >>> model = make_actor_critic(env.observation_spec, env.action_spec)
+        >>> loss = LeanClipPPOLoss(model.get_policy_operator(), model.get_value_operator())
+        >>> data = model.get_policy_operator()(env.reset()).expand(3).clone()
+        >>> data["advantage"], data["value_target"] = torch.ones(3, 1), torch.zeros(3, 1)
+        >>> sorted(loss(data).keys())[:3]
+        ['clip_fraction', 'entropy', 'kl_approx']
+    """
+
+    def __init__(self, actor_network, critic_network, **kwargs):
+        # Its modules' own parameters (no per-call parameter swap), and no per-minibatch
+        # explained variance (the module logs it per batch).
+        kwargs.setdefault("functional", False)
+        kwargs.setdefault("log_explained_variance", False)
+        super().__init__(actor_network, critic_network, **kwargs)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        advantage = tensordict.get(self.tensor_keys.advantage, None)
+        if advantage is None:
+            raise KeyError(
+                f"LeanClipPPOLoss needs {self.tensor_keys.advantage!r} in its input: compute "
+                "it first (loss.value_estimator(batch))."
+            )
+        behaviour_log_prob = tensordict.get(self.tensor_keys.sample_log_prob)
+        dist = self.actor_network.get_dist(tensordict)  # writes the trunk's outputs
+        log_prob = dist.log_prob(tensordict.get(self.tensor_keys.action))
+        log_weight = (log_prob - behaviour_log_prob).unsqueeze(-1)
+        epsilon = self.clip_epsilon
+        clipped = log_weight.clamp((-epsilon).log1p(), epsilon.log1p())
+        gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
+        entropy = dist.entropy()
+        loss_critic, _, _ = self.loss_critic(tensordict)
+        with torch.no_grad():
+            clip_fraction = (clipped != log_weight).float().mean()
+            kl_approx = (behaviour_log_prob - log_prob).mean()
+        return TensorDict(
+            loss_objective=-gain.mean(),
+            loss_critic=loss_critic.mean(),
+            loss_entropy=-self.entropy_coeff * entropy.mean(),
+            clip_fraction=clip_fraction,
+            kl_approx=kl_approx,
+            entropy=entropy.detach().mean(),
+        )

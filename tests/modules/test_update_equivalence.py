@@ -1,0 +1,92 @@
+"""The PPO module's update is PPO: it equals a plain-PyTorch PPO update, number for number.
+
+The plain update (``benchmarks/_plain_ppo.py``, also the learner benchmark's baseline) has no
+Lightning, no TensorDict and no TorchRL loss. From the same initial weights, on the batch the
+module trained on, with the module's minibatch order, both end at the same parameters (to
+float rounding); a change in the loss terms, the advantages or the step would show here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from lightning import Callback
+
+from hts_lightning import PPO
+from tests.conftest import quiet_trainer
+
+_PLAIN = Path(__file__).resolve().parents[2] / "benchmarks" / "_plain_ppo.py"
+
+
+def _plain_ppo():
+    spec = importlib.util.spec_from_file_location("_plain_ppo", _PLAIN)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+class _FirstBatch(Callback):
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == 0:
+            self.batch = batch.clone()
+
+
+@pytest.mark.parametrize(
+    ("shared_trunk", "entropy_coef", "normalize_advantage"),
+    [(True, 0.01, True), (False, 0.0, False)],
+)
+def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normalize_advantage):
+    plain = _plain_ppo()
+    kwargs = dict(
+        env_id="CartPole-v1",
+        num_envs=4,
+        num_workers=0,
+        sync_interval=16,
+        total_frames=64,
+        seed=3,
+        shared_trunk=shared_trunk,
+        lr=3e-3,
+        gamma=0.98,
+        gae_lambda=0.8,
+        entropy_coef=entropy_coef,
+        value_coef=0.5,
+        max_grad_norm=0.5,
+        normalize_advantage=normalize_advantage,
+        clip_epsilon=0.2,
+        epochs=4,
+        minibatches=2,
+    )
+    module = PPO(**kwargs)
+    nets = plain.networks(module.model)  # the initial weights, copied before training
+    first = _FirstBatch()
+    quiet_trainer(first).fit(module)
+    assert module.updates == 1 and module.global_step == 8
+
+    settings = plain.PPOSettings(
+        epochs=4,
+        minibatches=2,
+        clip_epsilon=0.2,
+        entropy_coef=entropy_coef,
+        value_coef=0.5,
+        max_grad_norm=0.5,
+        gamma=0.98,
+        gae_lambda=0.8,
+        normalize_advantage=normalize_advantage,
+    )
+    optimizer = torch.optim.Adam(nets.parameters(), lr=3e-3, eps=1e-5)
+    generator = torch.Generator().manual_seed(3 * 1_000_003 + 0)  # PPO.update's order
+    before = [p.detach().clone() for p in nets.parameters()]
+    clip_fraction = plain.update(nets, optimizer, first.batch, settings, generator)
+    assert clip_fraction > 0.01  # the clipped branch of the surrogate is exercised
+
+    trained = plain.networks(module.model)
+    moved = 0.0
+    for start, expected, actual in zip(before, nets.parameters(), trained.parameters()):
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-6)
+        moved = max(moved, float((expected - start).abs().max().detach()))
+    assert moved > 1e-4  # the update did move the parameters
