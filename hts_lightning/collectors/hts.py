@@ -28,6 +28,7 @@ from hts_lightning.collectors._engine import (
     ThreadRunner,
     leaf_keys,
 )
+from hts_lightning.collectors._envpool import EnvpoolExecutor
 from hts_lightning.collectors._seeding import replica_seeds, resume_seed
 from hts_lightning.collectors._workers import ON_ENV_ERROR, InlineExecutor, ProcessExecutor
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
@@ -110,7 +111,19 @@ class HTSCollector(BaseCollector):
             the workers use what it leaves (measured on 2 cores: PPO updates 25% shorter,
             training 1.3x faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). It
             changes only the timing, never the data. 0 leaves the workers at the caller's
-            priority.
+            priority. (Not used by the envpool backend, which has no worker processes.)
+        backend: how replicas are stepped. ``"python"``: each replica is a TorchRL env in a
+            worker process (or this one). ``"envpool"``: the native backend, for an
+            :class:`~hts_lightning.envs.envpool.EnvpoolFactory` (``env_factory(..., backend=
+            "envpool")``): all replicas are envs of one envpool stepped by ``num_workers`` C++
+            threads (one for ``num_workers=0``, which collects in the caller's thread without
+            overlap), the policy acts in this process (``inference="main"``) on the ready
+            ones. Each env gets its replica's seed, as on the Python path (envpool's per-env
+            seeds), so both backends give the same batches (tested). envpool cannot save an
+            env's state: a resumed collector re-seeds every replica as for any env without
+            state (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
+            available.
+            ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
 
     Example:
         >>> from functools import partial
@@ -149,8 +162,12 @@ class HTSCollector(BaseCollector):
         mp_start_method: str = "forkserver",
         on_env_error: str = "raise",
         worker_niceness: int = 10,
+        backend: str = "auto",
     ):
         super().__init__()
+        self.backend = _check_backend(backend, create_env_fn, inference, on_env_error)
+        if self.backend == "envpool":
+            inference = "main"  # the pool's threads step; the policy runs in this process
         self._create_env_fns = _check_env_fns(create_env_fn, num_envs)
         self.sync_interval = _check_sizes(num_envs, num_workers, frames_per_batch, sync_interval)
         if total_frames != -1 and total_frames <= 0:
@@ -447,7 +464,15 @@ class HTSCollector(BaseCollector):
                 action_keys=layout.action_keys,
                 on_env_error=self.on_env_error,
             )
-            if self.num_workers == 0:
+            if self.backend == "envpool":
+                executor = EnvpoolExecutor(
+                    factory=self._create_env_fns[0],
+                    seeds=env_seeds,
+                    num_threads=max(1, self.num_workers),
+                    slots=slots,
+                    inference_batch_size=self.inference_batch_size,
+                )
+            elif self.num_workers == 0:
                 executor = InlineExecutor(**executor_kwargs)
             else:
                 slots.share_memory_()
@@ -465,6 +490,7 @@ class HTSCollector(BaseCollector):
                 policy_keys=layout.policy_keys,
                 action_keys=layout.action_keys,
                 inference_batch_size=self.inference_batch_size,
+                should_stop=getattr(executor, "stopping", None),
             )
 
             ends: list = []
@@ -654,6 +680,33 @@ class _Layout:
         row.set(("collector", "traj_ids"), torch.zeros((), dtype=torch.int64))
         row.set("policy_version", torch.zeros((), dtype=torch.int64))
         return row.expand(num_envs, sync_interval).clone()
+
+
+def _check_backend(backend: str, create_env_fn, inference: str, on_env_error: str) -> str:
+    from hts_lightning.envs.envpool import EnvpoolFactory
+
+    if backend not in ("auto", "python", "envpool"):
+        raise ValueError(f"backend must be 'auto', 'python' or 'envpool', got {backend!r}")
+    native = isinstance(create_env_fn, EnvpoolFactory)
+    if backend == "auto":
+        return "envpool" if native else "python"
+    if backend == "envpool" and not native:
+        raise ValueError(
+            "backend='envpool' steps the replicas in one envpool: create_env_fn must be an "
+            "EnvpoolFactory (env_factory(env_id, backend='envpool')), got "
+            f"{type(create_env_fn).__name__}. Use backend='python' for other envs."
+        )
+    if backend == "envpool" and inference == "workers":
+        raise ValueError(
+            "backend='envpool' runs the policy in the collector's process (inference='main'): "
+            "envpool's threads step the envs. Use inference='auto' or 'main'."
+        )
+    if backend == "envpool" and on_env_error != "raise":
+        raise ValueError(
+            f"on_env_error={on_env_error!r} needs backend='python': envpool's C++ envs cannot "
+            "be restarted one by one. Use on_env_error='raise' or env_backend 'python'."
+        )
+    return backend
 
 
 def _check_inference(inference: str, device: torch.device, num_workers: int) -> str:
