@@ -68,8 +68,9 @@ class HTSCollector(BaseCollector):
 
     Keyword Args:
         num_envs: env replicas.
-        num_workers: processes stepping the replicas (``num_envs`` must be a multiple);
-            0 runs the same engine in the calling thread, without overlap, for debugging.
+        num_workers: processes stepping the replicas (``num_envs`` must be a multiple; for
+            the envpool backend: envpool's threads, any number); 0 runs the same engine in the
+            calling thread, without overlap, for debugging.
         frames_per_batch: ``num_envs * sync_interval``.
         sync_interval: steps per replica per batch (alpha in the paper); derived from
             ``frames_per_batch`` when omitted.
@@ -169,7 +170,9 @@ class HTSCollector(BaseCollector):
         if self.backend == "envpool":
             inference = "main"  # the pool's threads step; the policy runs in this process
         self._create_env_fns = _check_env_fns(create_env_fn, num_envs)
-        self.sync_interval = _check_sizes(num_envs, num_workers, frames_per_batch, sync_interval)
+        # envpool's threads take any env whenever free: no blocks of replicas to divide.
+        blocks = min(num_workers, 1) if self.backend == "envpool" else num_workers
+        self.sync_interval = _check_sizes(num_envs, blocks, frames_per_batch, sync_interval)
         if total_frames != -1 and total_frames <= 0:
             raise ValueError(f"total_frames must be -1 (no end) or positive, got {total_frames}")
         if inference_batch_size is None:
@@ -689,7 +692,7 @@ def _check_backend(backend: str, create_env_fn, inference: str, on_env_error: st
         raise ValueError(f"backend must be 'auto', 'python' or 'envpool', got {backend!r}")
     native = isinstance(create_env_fn, EnvpoolFactory)
     if backend == "auto":
-        return "envpool" if native else "python"
+        backend = "envpool" if native else "python"
     if backend == "envpool" and not native:
         raise ValueError(
             "backend='envpool' steps the replicas in one envpool: create_env_fn must be an "
