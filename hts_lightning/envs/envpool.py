@@ -62,18 +62,23 @@ def _check_installed() -> None:
 
 
 def _task_id(env_id: str) -> str:
-    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic ids are the same."""
-    import envpool
+    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic ids are the same.
+    Only envpool's Atari and classic-control families are served (the keys and preprocessing
+    of the others are not the Python path's)."""
+    from envpool.registration import registry
 
     task_id = env_id.removeprefix("ALE/")
-    known = envpool.list_all_envs()
+    family = "envpool.atari" if env_id.startswith("ALE/") else "envpool.classic_control"
+    known = sorted(t for t, (path, _, _) in registry.specs.items() if path == family)
     if task_id in known:
         return task_id
     close = difflib.get_close_matches(task_id, known, n=5, cutoff=0.6)
-    hint = f" Did you mean one of: {', '.join(close)}?" if close else ""
+    prefix = "ALE/" if env_id.startswith("ALE/") else ""
+    hint = f" Did you mean one of: {', '.join(prefix + c for c in close)}?" if close else ""
     raise ValueError(
-        f"envpool has no environment {env_id!r} (looked for {task_id!r}).{hint} Use "
-        "`env_backend: python` for environments envpool does not have."
+        f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5') and classic-control "
+        f"envs; {env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "
+        "`env_backend: python` for other environments."
     )
 
 

@@ -91,8 +91,10 @@ def test_the_factory_is_picklable_and_keeps_the_atari_settings():
 def test_bad_ids_and_arguments_name_the_fix():
     with pytest.raises(ValueError, match="env_backend: python"):
         env_factory("ALE/Pongg-v5", backend="envpool")
-    with pytest.raises(ValueError, match=r"Did you mean.*Pong-v5"):
+    with pytest.raises(ValueError, match=r"Did you mean one of: ALE/Pong-v5"):
         env_factory("ALE/Pongg-v5", backend="envpool")
+    with pytest.raises(ValueError, match=r"Atari.*classic-control"):
+        env_factory("GFootball/academy_corner", backend="envpool")
     with pytest.raises(ValueError, match="takes no env_kwargs"):
         env_factory("CartPole-v1", backend="envpool", std=1.0)
     with pytest.raises(ValueError, match="Unknown Atari env_kwargs"):
