@@ -49,22 +49,43 @@ def main(argv: list[str] | None = None) -> None:
             run = common.Run(env, collector, num_envs, args.num_workers, sync_interval)
             common.train(run, env_id, batches=args.batches, env_backend=backend, **ppo)
             found[name] = run
-            print(f"{env} {name}: {run.fps:.0f} frames/s, update/wait {run.per_batch} s, "
-                  f"lag {run.lag}, load {common.load_str(run.load)}", flush=True)
+            print(
+                f"{env} {name}: {run.fps:.0f} frames/s, update/wait {run.per_batch} s, "
+                f"lag {run.lag}, load {common.load_str(run.load)}",
+                flush=True,
+            )
         native = found["HTS envpool"].fps
         for name, run in found.items():
-            cells.append([env, name, f"{run.fps:.0f}", f"{native / run.fps:.2f}x", run.per_batch,
-                          run.lag, common.load_str(run.load)])
-    header = ["env", "contender", "frames/s", "HTS envpool / this", "update / wait s per batch",
-              "lag", "load"]
+            cells.append(
+                [
+                    env,
+                    name,
+                    f"{run.fps:.0f}",
+                    f"{native / run.fps:.2f}x",
+                    run.per_batch,
+                    run.lag,
+                    common.load_str(run.load),
+                ]
+            )
+    header = [
+        "env",
+        "contender",
+        "frames/s",
+        "HTS envpool / this",
+        "update / wait s per batch",
+        "lag",
+        "load",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
-    text = "\n\n".join([
-        "### Native (envpool) PPO training throughput",
-        common.machine_line(),
-        f"Command: `{common.command_line()}`; W={args.num_workers}, {args.batches} timed batches.",
-        "\n".join(lines),
-    ])
+    text = "\n\n".join(
+        [
+            "### Native (envpool) PPO training throughput",
+            common.machine_line(),
+            f"Command: `{common.command_line()}`; W={args.num_workers}, {args.batches} timed batches.",
+            "\n".join(lines),
+        ]
+    )
     common.emit(text, args.output)
 
 
