@@ -11,8 +11,10 @@ resume) is the collector's and the engine's, shared by all:
 - :class:`MainInference` over TorchRL envs: this process acts for every replica, batched over
   the ready ones, in a collection thread; worker processes (``num_workers >= 1``) or this
   thread (``0``, serial, no overlap) step the envs (the GPU choice).
-- :class:`MainInference` over an envpool (the native backend): envpool's C++ threads step every
-  replica; this process acts on the ready ones.
+- the native backend: envpool's C++ threads step every replica, and the policy acts on the
+  ready ones either in one worker process that owns the pool (:class:`WorkerInference`, the
+  CPU choice: no GIL shared with the learner) or in this process (:class:`MainInference` over
+  an envpool, the GPU choice, and ``num_workers=0``).
 
 A fourth (Ray actors across machines, a GPU simulator) is one more class with these calls:
 ``start()``, ``start_batch(index)``, ``wait()``, ``end_states()``, ``take_restarts()``,
@@ -170,6 +172,7 @@ def build_backend(
                 mp_context=mp_context(mp_start_method),
                 on_env_error=on_env_error,
                 niceness=niceness,
+                native_threads=num_workers if backend == "envpool" else None,
             )
         )
     slots = layout.slots(len(create_env_fns))

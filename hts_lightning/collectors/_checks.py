@@ -24,11 +24,6 @@ def check_backend(backend: str, create_env_fn, inference: str, on_env_error: str
             "EnvpoolFactory (env_factory(env_id, backend='envpool')), got "
             f"{type(create_env_fn).__name__}. Use backend='python' for other envs."
         )
-    if backend == "envpool" and inference == "workers":
-        raise ValueError(
-            "backend='envpool' runs the policy in the collector's process (inference='main'): "
-            "envpool's threads step the envs. Use inference='auto' or 'main'."
-        )
     if backend == "envpool" and on_env_error != "raise":
         raise ValueError(
             f"on_env_error={on_env_error!r} needs backend='python': envpool's C++ envs cannot "

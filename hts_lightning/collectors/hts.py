@@ -112,17 +112,19 @@ class HTSCollector(BaseCollector):
             the workers use what it leaves (measured on 2 cores: PPO updates 25% shorter,
             training 1.3x faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). It
             changes only the timing, never the data. 0 leaves the workers at the caller's
-            priority. (Not used by the envpool backend, which has no worker processes.)
+            priority (with the envpool backend: its one worker process and its threads).
         backend: how replicas are stepped. ``"python"``: each replica is a TorchRL env in a
             worker process (or this one). ``"envpool"``: the native backend, for an
             :class:`~hts_lightning.envs.envpool.EnvpoolFactory` (``env_factory(..., backend=
             "envpool")``): all replicas are envs of one envpool stepped by ``num_workers`` C++
             threads (one for ``num_workers=0``, which collects in the caller's thread without
-            overlap), the policy acts in this process (``inference="main"``) on the ready
-            ones. Each env gets its replica's seed, as on the Python path (envpool's per-env
-            seeds), so both backends give the same batches (tested). envpool cannot save an
-            env's state: a resumed collector re-seeds every replica as for any env without
-            state (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
+            overlap), and the policy acts on the ready ones: ``inference="workers"`` in one
+            worker process that owns the pool (the CPU default: the learner's process keeps
+            its GIL), ``"main"`` in a thread of this process (a GPU). Each env gets its
+            replica's seed, as on the Python path (envpool's per-env seeds), so both backends
+            give the same batches (tested). envpool cannot save an env's state: a resumed
+            collector re-seeds every replica as for any env without state
+            (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
             available.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
 
@@ -167,8 +169,6 @@ class HTSCollector(BaseCollector):
     ):
         super().__init__()
         self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
-        if self.backend == "envpool":
-            inference = "main"  # the pool's threads step; the policy runs in this process
         self._create_env_fns = check_env_fns(create_env_fn, num_envs)
         # envpool's threads take any env whenever free: no blocks of replicas to divide.
         blocks = min(num_workers, 1) if self.backend == "envpool" else num_workers

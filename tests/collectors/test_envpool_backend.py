@@ -19,6 +19,7 @@ from hts_lightning.models import make_actor_critic
 from tests.collectors.policies import perturb, sampling_policy, set_choice, weight_readable_policy
 from tests.collectors.test_determinism import _assert_bitwise_equal
 from tests.collectors.test_resume import STOP_AFTER, _uninterrupted_and_resumed
+from tests.conftest import worker_processes
 
 pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
 
@@ -60,7 +61,7 @@ def _pong_policy():
 def test_auto_backend_picks_envpool_for_an_envpool_factory():
     make = env_factory("CartPole-v1", backend="envpool")
     with HTSCollector(make, _cartpole_policy(), num_envs=2, num_workers=1, sync_interval=4) as c:
-        assert c.backend == "envpool" and c.inference == "main"
+        assert c.backend == "envpool" and c.inference == "workers"  # the pool in a process
     with HTSCollector(
         env_factory("CartPole-v1"), _cartpole_policy(), num_envs=2, num_workers=0, sync_interval=4
     ) as c:
@@ -98,7 +99,7 @@ def test_native_batches_equal_the_python_path_over_the_same_envs(
     ],
     ids=["cartpole", "pong"],
 )
-def test_bitwise_identical_with_1_2_4_envpool_threads_and_varied_consumer_timing(
+def test_bitwise_identical_with_1_2_4_threads_either_inference_and_varied_consumer_timing(
     env_id, make_policy, num_envs, sync_interval, batches, chunk
 ):
     make = env_factory(env_id, backend="envpool")
@@ -113,8 +114,15 @@ def test_bitwise_identical_with_1_2_4_envpool_threads_and_varied_consumer_timing
             inference_batch_size=chunk,
             consumer_delay=delay,
             timing=threads,
+            inference=inference,
         )
-        for threads, delay in [(1, None), (2, 0.05), (4, 0.02), (0, None)]
+        for threads, delay, inference in [
+            (1, None, "workers"),
+            (2, 0.05, "workers"),
+            (4, 0.02, "workers"),
+            (2, 0.05, "main"),
+            (0, None, "main"),
+        ]
     ]
     for run in runs[1:]:
         _assert_bitwise_equal(runs[0], run)
@@ -148,12 +156,20 @@ def _wait_until_still(seconds: float = 0.5, limit: float = 60.0) -> int:
 
 def test_next_batch_is_collected_while_the_consumer_holds_the_last_one_and_no_further():
     """Overlap without clocks: while the consumer holds batch k, batch k+1 is acted on in full
-    (inference calls happen) and batch k+2 is not started (the count then stays put)."""
+    (inference calls happen) and batch k+2 is not started (the count then stays put). With
+    inference in this process, where the counter can be read; the worker-process mode shares
+    the worker-inference path's overlap tests."""
     _CountCalls.calls = 0
     policy = TensorDictModule(_CountCalls(), in_keys=["observation"], out_keys=["action"])
     make = env_factory("CartPole-v1", backend="envpool")
     with HTSCollector(
-        make, policy, num_envs=4, num_workers=2, sync_interval=25, total_frames=4 * 25 * 3
+        make,
+        policy,
+        num_envs=4,
+        num_workers=2,
+        sync_interval=25,
+        total_frames=4 * 25 * 3,
+        inference="main",
     ) as collector:
         iterator = iter(collector)
         next(iterator)
@@ -169,13 +185,20 @@ def test_next_batch_is_collected_while_the_consumer_holds_the_last_one_and_no_fu
         assert _wait_until_still() > idle  # handing batch 1 out started batch 2
 
 
+@pytest.mark.parametrize("inference", ["workers", "main"])
 @pytest.mark.parametrize("learner_seconds", [0.0, 0.2], ids=["fast-learner", "slow-learner"])
-def test_batch_k_uses_the_weights_of_update_k_minus_1(learner_seconds):
+def test_batch_k_uses_the_weights_of_update_k_minus_1(learner_seconds, inference):
     policy = weight_readable_policy(num_actions=2)
     set_choice(policy, 0)
     make = env_factory("CartPole-v1", backend="envpool")
     with HTSCollector(
-        make, policy, num_envs=4, num_workers=2, sync_interval=8, total_frames=4 * 8 * 6
+        make,
+        policy,
+        num_envs=4,
+        num_workers=2,
+        sync_interval=8,
+        total_frames=4 * 8 * 6,
+        inference=inference,
     ) as collector:
         for k, batch in enumerate(collector):
             behaviour = max(k - 1, 0)
@@ -267,16 +290,25 @@ def test_shards_get_the_replicas_of_one_collector():
         assert torch.equal(torch.cat([h[key] for h in halves], dim=1), whole[key]), key
 
 
-def test_shutdown_with_a_batch_in_flight_is_clean_and_quick():
+@pytest.mark.parametrize("inference", ["workers", "main"])
+def test_shutdown_with_a_batch_in_flight_leaves_no_process_or_thread(inference):
     make = env_factory("ALE/Pong-v5", backend="envpool")
     collector = HTSCollector(
-        make, _pong_policy(), num_envs=4, num_workers=2, sync_interval=200, total_frames=-1
+        make,
+        _pong_policy(),
+        num_envs=4,
+        num_workers=2,
+        sync_interval=200,
+        total_frames=-1,
+        inference=inference,
     )
     next(iter(collector))  # the next batch is now being collected
     threads = {t.name for t in threading.enumerate()}
-    assert "hts-collection" in threads
+    assert ("hts-collection" in threads) == (inference == "main")
+    assert len(worker_processes()) == (1 if inference == "workers" else 0)
     collector.shutdown()
     assert "hts-collection" not in {t.name for t in threading.enumerate()}
+    assert worker_processes() == []
     with pytest.raises(RuntimeError, match="shut down"):
         next(iter(collector))
 
@@ -286,8 +318,8 @@ def test_bad_choices_are_refused_before_anything_starts():
     policy = _cartpole_policy()
     with pytest.raises(ValueError, match="EnvpoolFactory"):
         HTSCollector(partial(CountingEnv), policy, num_envs=2, sync_interval=2, backend="envpool")
-    with pytest.raises(ValueError, match="inference='main'"):
-        HTSCollector(make, policy, num_envs=2, sync_interval=2, inference="workers")
+    with pytest.raises(ValueError, match="needs num_workers >= 1"):
+        HTSCollector(make, policy, num_envs=2, num_workers=0, sync_interval=2, inference="workers")
     with pytest.raises(ValueError, match="on_env_error='restart' needs backend='python'"):
         HTSCollector(make, policy, num_envs=2, sync_interval=2, on_env_error="restart")
     with pytest.raises(ValueError, match="backend must be"):
