@@ -8,8 +8,10 @@ same number of replicas, W threads or processes, the same torch thread count):
 - ``hand loop``: the minimal loop a user would write over envpool's async API: ``recv`` the
   num_envs/2 ready envs, run the actor's network on them (plain modules, no TensorDict),
   sample, ``send``. What the native backend must at least match.
-- ``HTS envpool``: ``HTSCollector(env_factory(id, backend="envpool"))``, W envpool threads,
-  inference in chunks of the default ``min(num_envs, 8)`` rows; and with chunks of all
+- ``HTS envpool``: ``HTSCollector(env_factory(id, backend="envpool"))``, W envpool threads in
+  one worker process that also runs the policy (CPU default); also with the policy in a thread
+  of the consumer's process (``inference="main"``, the GPU mode). Inference in chunks of the
+  default ``min(num_envs, 8)`` rows; and with chunks of all
   ``num_envs`` rows (it then waits for every replica in flight before acting: synchronous
   stepping within the batch, fewer and larger inference calls).
 - ``HTS python``: the HTSCollector over the Python env stack, W worker processes.
@@ -142,7 +144,9 @@ def _timed(collector, setting: Setting) -> float:
         collector.shutdown()
 
 
-def hts(backend: str, setting: Setting, model, chunk: int | None = None) -> float:
+def hts(
+    backend: str, setting: Setting, model, chunk: int | None = None, inference: str = "auto"
+) -> float:
     make = env_factory(GAMES[setting.env], backend=backend)
     collector = HTSCollector(
         make,
@@ -153,6 +157,7 @@ def hts(backend: str, setting: Setting, model, chunk: int | None = None) -> floa
         total_frames=-1,
         seed=SEED,
         inference_batch_size=chunk,
+        inference=inference,
     )
     return _timed(collector, setting)
 
@@ -225,6 +230,7 @@ CONTENDERS: dict[str, Callable[[Setting, object], float]] = {
     "hand loop (envpool async + batched inference)": hand_loop,
     "HTS envpool (native backend)": lambda s, m: hts("envpool", s, m),
     "HTS envpool, inference on all envs at once": lambda s, m: hts("envpool", s, m, s.num_envs),
+    "HTS envpool, inference in this process": lambda s, m: hts("envpool", s, m, None, "main"),
     "HTS python (W worker processes)": lambda s, m: hts("python", s, m),
     "MultiSyncCollector (Python env stack)": multi_sync,
     "Collector(MultiThreadedEnv) (TorchRL's envpool)": multi_threaded_env,

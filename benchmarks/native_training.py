@@ -1,8 +1,9 @@
 """End-to-end PPO training throughput with the envpool backend next to the Python env stack.
 
 The same module (the recipe's PPO hyperparameters), learner and replica count; only the
-module's ``env_backend`` (HTSCollector over envpool, or over TorchRL envs in W worker
-processes) or ``collector`` (``multi_sync``, TorchRL's ``MultiSyncCollector`` over the Python
+module's ``env_backend`` (HTSCollector over envpool, its policy in the pool's worker process
+or in a thread of the learner's process, or over TorchRL envs in W worker processes) or
+``collector`` (``multi_sync``, TorchRL's ``MultiSyncCollector`` over the Python
 stack) changes. Timed by ``_common.train`` (from the end of the first update to the end of the
 last), learner threads pinned to ``max(1, cores - W)`` for all. This is what decides a
 recipe's ``env_backend``.
@@ -28,9 +29,10 @@ ENVS = {
     "pong": ("ALE/Pong-v5", 16, 128, dict(lr=0.00025, clip_epsilon=0.1, epochs=4, minibatches=4)),
 }
 CONTENDERS = {
-    "HTS envpool": ("hts", "envpool"),
-    "HTS python": ("hts", "python"),
-    "MultiSyncCollector": ("multi_sync", "python"),
+    "HTS envpool": ("hts", "envpool", "auto"),
+    "HTS envpool, inference in the learner's process": ("hts", "envpool", "main"),
+    "HTS python": ("hts", "python", "auto"),
+    "MultiSyncCollector": ("multi_sync", "python", "auto"),
 }
 
 
@@ -45,8 +47,10 @@ def main(argv: list[str] | None = None) -> None:
     for env in args.envs:
         env_id, num_envs, sync_interval, ppo = ENVS[env]
         found = {}
-        for name, (collector, backend) in CONTENDERS.items():
-            run = common.Run(env, collector, num_envs, args.num_workers, sync_interval)
+        for name, (collector, backend, inference) in CONTENDERS.items():
+            run = common.Run(
+                env, collector, num_envs, args.num_workers, sync_interval, inference=inference
+            )
             common.train(run, env_id, batches=args.batches, env_backend=backend, **ppo)
             found[name] = run
             print(
@@ -82,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         [
             "### Native (envpool) PPO training throughput",
             common.machine_line(),
-            f"Command: `{common.command_line()}`; W={args.num_workers}, {args.batches} timed batches.",
+            f"Command: `{common.command_line()}`; W={args.num_workers}, "
+            f"{args.batches} timed batches.",
             "\n".join(lines),
         ]
     )

@@ -102,8 +102,7 @@ class CollectingWorkers:
 
     With ``native_threads`` (the envpool backend) there is one process, whose envpool steps
     every replica in that many C++ threads: its inference and Python bookkeeping then never
-    compete with the learner for the GIL (measured on 2 cores: a Pong PPO update took 34 s
-    with the collection thread in the learner's process, against 13-14 s alone).
+    compete with the learner for the GIL (see benchmarks/RESULTS.md for both modes).
     """
 
     def __init__(
