@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
+from hts_lightning.collectors._envpool import EnvpoolExecutor
 from hts_lightning.collectors._pool import DONE, READY, WorkerPool, receive, report_error, send
 from hts_lightning.collectors._workers import InlineExecutor, prepare_worker_process
 from hts_lightning.collectors.errors import EnvReplicaError
@@ -39,19 +40,29 @@ def _collecting_worker(
     stop_flag: torch.Tensor,
     on_env_error: str,
     niceness: int,
+    native_threads: int | None,
     conn,
 ) -> None:
     prepare_worker_process(niceness)
     root_keys, policy_keys, action_keys = keys
-    executor = InlineExecutor(
-        create_env_fns=create_env_fns,
-        seeds=seeds,
-        states=states,
-        slots=slots,
-        root_keys=root_keys,
-        action_keys=action_keys,
-        on_env_error=on_env_error,
-    )
+    if native_threads:  # the envpool backend: this worker's pool steps all its replicas
+        executor = EnvpoolExecutor(
+            factory=create_env_fns[0],
+            seeds=seeds,
+            num_threads=native_threads,
+            slots=slots,
+            inference_batch_size=inference_batch_size,
+        )
+    else:
+        executor = InlineExecutor(
+            create_env_fns=create_env_fns,
+            seeds=seeds,
+            states=states,
+            slots=slots,
+            root_keys=root_keys,
+            action_keys=action_keys,
+            on_env_error=on_env_error,
+        )
     rows = slice(block[0], block[-1] + 1)
     try:
         executor.start()
@@ -87,7 +98,12 @@ def _collecting_worker(
 
 
 class CollectingWorkers:
-    """``num_workers`` processes that each collect their block of every batch."""
+    """``num_workers`` processes that each collect their block of every batch.
+
+    With ``native_threads`` (the envpool backend) there is one process, whose envpool steps
+    every replica in that many C++ threads: its inference and Python bookkeeping then never
+    compete with the learner for the GIL (see benchmarks/RESULTS.md for both modes).
+    """
 
     def __init__(
         self,
@@ -105,8 +121,10 @@ class CollectingWorkers:
         mp_context,
         on_env_error: str = "raise",
         niceness: int = 0,
+        native_threads: int | None = None,
     ):
-        blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
+        processes = 1 if native_threads else num_workers
+        blocks = np.array_split(np.arange(len(create_env_fns)), processes)
         self._pool = WorkerPool(blocks, mp_context)
         keys = (layout.root_keys, layout.policy_keys, layout.action_keys)
         # Set by stop_workers: a worker abandons the batch in flight and reads its CLOSE, so
@@ -130,6 +148,7 @@ class CollectingWorkers:
                 self._stop_flag,
                 on_env_error,
                 niceness,
+                native_threads,
             )
 
         self._args_of = args_of

@@ -70,7 +70,8 @@ class PolicyRunner:
 
     @torch.no_grad()
     def __call__(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
-        td = td.to(self.device)
+        if self.device.type != "cpu":  # the chunk is on the CPU: no walk over it for nothing
+            td = td.to(self.device)
         if self.sample_key is None:
             with set_exploration_type(self.exploration_type):
                 td = self.policy(td)

@@ -12,7 +12,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
-import torch.multiprocessing as mp
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
@@ -20,16 +19,18 @@ from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType
 
-from hts_lightning.collectors._collecting import CollectingWorkers
-from hts_lightning.collectors._engine import (
-    CollectionEngine,
-    InlineRunner,
-    PolicyRunner,
-    ThreadRunner,
-    leaf_keys,
+from hts_lightning.collectors._backends import build_backend
+from hts_lightning.collectors._checks import (
+    check_backend,
+    check_env_fns,
+    check_inference,
+    check_picklable,
+    check_sizes,
 )
+from hts_lightning.collectors._engine import PolicyRunner
+from hts_lightning.collectors._layout import Layout
 from hts_lightning.collectors._seeding import replica_seeds, resume_seed
-from hts_lightning.collectors._workers import ON_ENV_ERROR, InlineExecutor, ProcessExecutor
+from hts_lightning.collectors._workers import ON_ENV_ERROR
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 
 __all__ = ["HTSCollector"]
@@ -67,8 +68,9 @@ class HTSCollector(BaseCollector):
 
     Keyword Args:
         num_envs: env replicas.
-        num_workers: processes stepping the replicas (``num_envs`` must be a multiple);
-            0 runs the same engine in the calling thread, without overlap, for debugging.
+        num_workers: processes stepping the replicas (``num_envs`` must be a multiple; for
+            the envpool backend: envpool's threads, any number); 0 runs the same engine in the
+            calling thread, without overlap, for debugging.
         frames_per_batch: ``num_envs * sync_interval``.
         sync_interval: steps per replica per batch (alpha in the paper); derived from
             ``frames_per_batch`` when omitted.
@@ -90,8 +92,9 @@ class HTSCollector(BaseCollector):
         replica_offset: global index of the first replica, for a shard of a larger set (one
             rank of many): replica seeds depend on the global index.
         num_threads: torch threads of the calling process (the learner's) once workers start;
-            default: every usable core when the workers run at a lower priority
-            (``worker_niceness`` > 0: they take what the learner leaves), else
+            default: every usable core when worker processes run at a lower priority
+            (``worker_niceness`` > 0: they take what the learner leaves), else (and for
+            envpool's threads, which share the learner's priority)
             ``max(1, usable cores - num_workers)`` as TorchRL's multiprocess collectors do (a
             learner with a thread per core beside workers of equal priority oversubscribes
             the cores: a CartPole PPO update measured 10x slower on 2 cores).
@@ -112,7 +115,21 @@ class HTSCollector(BaseCollector):
             the workers use what it leaves (measured on 2 cores: PPO updates 25% shorter,
             training 1.3x faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). It
             changes only the timing, never the data. 0 leaves the workers at the caller's
-            priority.
+            priority (with the envpool backend: its one worker process and its threads).
+        backend: how replicas are stepped. ``"python"``: each replica is a TorchRL env in a
+            worker process (or this one). ``"envpool"``: the native backend, for an
+            :class:`~hts_lightning.envs.envpool.EnvpoolFactory` (``env_factory(..., backend=
+            "envpool")``): all replicas are envs of one envpool stepped by ``num_workers`` C++
+            threads (one for ``num_workers=0``, which collects in the caller's thread without
+            overlap), and the policy acts on the ready ones: ``inference="workers"`` in one
+            worker process that owns the pool (the CPU default: the learner's process keeps
+            its GIL), ``"main"`` in a thread of this process (a GPU). Each env gets its
+            replica's seed, as on the Python path (envpool's per-env seeds), so both backends
+            give the same batches (tested). envpool cannot save an env's state: a resumed
+            collector re-seeds every replica as for any env without state
+            (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
+            available.
+            ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
 
     Example:
         >>> from functools import partial
@@ -151,10 +168,14 @@ class HTSCollector(BaseCollector):
         mp_start_method: str = "forkserver",
         on_env_error: str = "raise",
         worker_niceness: int = 10,
+        backend: str = "auto",
     ):
         super().__init__()
-        self._create_env_fns = _check_env_fns(create_env_fn, num_envs)
-        self.sync_interval = _check_sizes(num_envs, num_workers, frames_per_batch, sync_interval)
+        self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
+        self._create_env_fns = check_env_fns(create_env_fn, num_envs)
+        # envpool's threads take any env whenever free: no blocks of replicas to divide.
+        blocks = min(num_workers, 1) if self.backend == "envpool" else num_workers
+        self.sync_interval = check_sizes(num_envs, blocks, frames_per_batch, sync_interval)
         if total_frames != -1 and total_frames <= 0:
             raise ValueError(f"total_frames must be -1 (no end) or positive, got {total_frames}")
         if inference_batch_size is None:
@@ -173,7 +194,7 @@ class HTSCollector(BaseCollector):
         if not callable(policy):
             raise TypeError(f"policy must be a TensorDict module, got {type(policy).__name__}")
         if num_workers > 0:
-            _check_picklable(self._create_env_fns)
+            check_picklable(self._create_env_fns)
         self.num_envs = num_envs
         self.num_workers = num_workers
         self.frames_per_batch = self.requested_frames_per_batch = num_envs * self.sync_interval
@@ -191,7 +212,7 @@ class HTSCollector(BaseCollector):
             # Worker inference is CPU inference, wherever the learner's copy lives.
             device = "cpu" if inference == "workers" else _module_device(policy)
         self.device = torch.device(device)
-        self.inference = _check_inference(inference, self.device, num_workers)
+        self.inference = check_inference(inference, self.device, num_workers)
         self._exploration_type = exploration_type
         inference_policy = _without_hooks(copy.deepcopy(policy)).to(self.device)
         inference_policy.requires_grad_(False)
@@ -201,7 +222,9 @@ class HTSCollector(BaseCollector):
         self._runner_policy = PolicyRunner(
             inference_policy, device=self.device, exploration_type=exploration_type
         )
-        self._layout = _Layout.probe(self._create_env_fns[0], self._runner_policy, self)
+        self._layout = Layout.probe(
+            self._create_env_fns[0], self._runner_policy, inference_batch_size
+        )
         self._seed = seed
         self._policy_version = 0
         self._behaviour_version = 0
@@ -227,12 +250,12 @@ class HTSCollector(BaseCollector):
         self._start()
         while self._num_batches is None or self._batches_yielded < self._num_batches:
             try:
-                self._runner.wait()
+                self._backend.wait()
             except (EnvReplicaError, WorkerDiedError) as error:
                 # Name the replica by its global index: a rank's shard starts at replica_offset.
                 raise error.shifted(self.replica_offset) from None
-            end_states = self._end_states()
-            self._log_restarts(self._take_restarts())
+            end_states = self._backend.end_states()
+            self._log_restarts(self._backend.take_restarts())
             index = self._batches_yielded % 2
             finished = self._buffers[index]
             self._finish_batch(finished, self._buffer_versions[index])
@@ -416,87 +439,33 @@ class HTSCollector(BaseCollector):
             torch.zeros(self.num_envs, self.sync_interval, width) if width else None
             for _ in range(2)
         ]
-        if self.inference == "workers":
-            for buffer, uniform in zip(buffers, uniforms):
-                buffer.share_memory_()
-                if uniform is not None:
-                    uniform.share_memory_()
-            executor = CollectingWorkers(
-                create_env_fns=self._create_env_fns,
-                seeds=env_seeds,
-                states=start_states,
-                layout=layout,
-                policy=self._runner_policy.policy,
-                exploration_type=self._exploration_type,
-                storages=buffers,
-                uniforms=uniforms,
-                inference_batch_size=self.inference_batch_size,
-                num_workers=self.num_workers,
-                mp_context=_mp_context(self._mp_start_method),
-                on_env_error=self.on_env_error,
-                niceness=self.worker_niceness,
-            )
-            start, runner = executor.start_workers, executor
-            end_states, take_restarts = executor.replica_states, executor.take_restarts
-        else:
-            slots = layout.slots(self.num_envs)
-            executor_kwargs = dict(
-                create_env_fns=self._create_env_fns,
-                seeds=env_seeds,
-                states=start_states,
-                slots=slots,
-                root_keys=layout.root_keys,
-                action_keys=layout.action_keys,
-                on_env_error=self.on_env_error,
-            )
-            if self.num_workers == 0:
-                executor = InlineExecutor(**executor_kwargs)
-            else:
-                slots.share_memory_()
-                executor = ProcessExecutor(
-                    **executor_kwargs,
-                    num_workers=self.num_workers,
-                    mp_context=_mp_context(self._mp_start_method),
-                    niceness=self.worker_niceness,
-                )
-            engine = CollectionEngine(
-                executor=executor,
-                runner=self._runner_policy,
-                slots=slots,
-                root_keys=layout.root_keys,
-                policy_keys=layout.policy_keys,
-                action_keys=layout.action_keys,
-                inference_batch_size=self.inference_batch_size,
-            )
-
-            ends: list = []
-
-            def collect(index: int) -> None:  # holds no reference to the collector
-                engine.collect(buffers[index], uniforms[index])
-                ends[:] = [executor.replica_states(), executor.take_restarts()]
-
-            def end_states() -> list:
-                return ends[0]
-
-            def take_restarts() -> list:
-                return ends[1]
-
-            start = executor.start
-            runner = InlineRunner(collect) if self.num_workers == 0 else None
+        backend = build_backend(
+            backend=self.backend,
+            inference=self.inference,
+            layout=layout,
+            create_env_fns=self._create_env_fns,
+            seeds=env_seeds,
+            states=start_states,
+            runner=self._runner_policy,
+            buffers=buffers,
+            uniforms=uniforms,
+            inference_batch_size=self.inference_batch_size,
+            num_workers=self.num_workers,
+            mp_start_method=self._mp_start_method,
+            on_env_error=self.on_env_error,
+            niceness=self.worker_niceness,
+        )
         try:
-            start()
+            backend.start()
         except BaseException:
-            executor.close()
+            backend.stop()
             raise
         if self.num_workers > 0:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
             cores = cores or os.cpu_count() or 1
             torch.set_num_threads(self.num_threads or self._learner_threads(cores))
-        if runner is None:
-            runner = ThreadRunner(collect)
-        self._finalizer = weakref.finalize(self, _stop, runner, executor)
-        self._runner, self._buffers, self._uniforms = runner, buffers, uniforms
-        self._end_states, self._take_restarts = end_states, take_restarts
+        self._finalizer = weakref.finalize(self, backend.stop)
+        self._backend, self._buffers, self._uniforms = backend, buffers, uniforms
         self._buffer_versions = [0, 0]
         self._started = True
         if not self._resumes_in_flight_batch:
@@ -509,9 +478,11 @@ class HTSCollector(BaseCollector):
         """The learner's default threads. Workers at a lower priority need only what the
         learner leaves (they step while it waits, and a core it does not fill); reserving them
         a core each left one of two cores idle through most of a Pong update (13 s, while the
-        workers finished their batch in 1.5 s). Workers at the learner's priority get theirs.
+        workers finished their batch in 1.5 s). Workers at the learner's priority get theirs,
+        and so do envpool's threads: they run in this process, at its priority.
         """
-        return cores if self.worker_niceness > 0 else max(1, cores - self.num_workers)
+        niced_workers = self.worker_niceness > 0 and self.backend != "envpool"
+        return cores if niced_workers else max(1, cores - self.num_workers)
 
     def _replica_start_states(self, env_seeds: list[int]) -> list:
         """Per replica, the state to start from (``None``: reset). A restored replica whose env
@@ -548,7 +519,7 @@ class HTSCollector(BaseCollector):
             for replica, generator in enumerate(self._noise_generators):
                 uniform[replica] = torch.rand(uniform.shape[1:], generator=generator)
         self._buffer_versions[index] = self._behaviour_version
-        self._runner.start(index)
+        self._backend.start_batch(index)
 
     def _log_restarts(self, restarts: list) -> None:
         for local_replica, env_traceback in restarts:
@@ -592,143 +563,6 @@ def _unflat(weights: dict[str, torch.Tensor]) -> TensorDictBase:
     return TensorDict(dict(weights)).unflatten_keys(".")
 
 
-def _stop(runner, executor) -> None:
-    # Workers end first (the collection thread, if any, then sees them gone), the thread is
-    # joined, and only then are the pipes closed under it.
-    runner.request_stop()
-    executor.stop_workers()
-    runner.join()
-    executor.close()
-
-
-class _Layout:
-    """The keys and shapes of one transition, read off a probe env and a probe policy call."""
-
-    def __init__(
-        self, fake: TensorDictBase, acted: TensorDictBase, root_keys, action_keys, noise_width
-    ):
-        self.fake = fake
-        self.acted = acted
-        self.root_keys = root_keys
-        self.action_keys = action_keys
-        self.policy_keys = [k for k in leaf_keys(acted) if k not in root_keys]
-        self.noise_width = noise_width
-
-    @classmethod
-    def probe(cls, create_env_fn, runner: PolicyRunner, collector: HTSCollector) -> _Layout:
-        env = create_env_fn()
-        try:
-            if env.batch_size != torch.Size([]):
-                raise ValueError(
-                    "HTSCollector steps each replica on its own: create_env_fn must return an env "
-                    f"with an empty batch size, got {tuple(env.batch_size)}. Pass num_envs "
-                    "instead of a batched env."
-                )
-            fake = env.fake_tensordict()
-            action_keys = list(env.action_keys)
-        finally:
-            env.close()
-        root_keys = [
-            k
-            for k in leaf_keys(fake)
-            if not (isinstance(k, tuple) and k[0] == "next")
-            and k != "next"
-            and k not in action_keys
-        ]
-        probe = fake.select(*root_keys).expand(collector.inference_batch_size).clone()
-        width = runner.noise_width(probe)
-        acted = runner(probe.clone(), torch.full((probe.shape[0], width), 0.5))
-        missing = [k for k in action_keys if k not in acted.keys(True, True)]
-        if missing:
-            raise ValueError(
-                f"The policy must write the env's action keys; it did not write {missing}."
-            )
-        return cls(fake, acted[0], root_keys, action_keys, width)
-
-    def slots(self, num_envs: int) -> TensorDictBase:
-        return TensorDict(
-            root=self.fake.select(*self.root_keys).expand(num_envs).clone(),
-            next=self.fake.get("next").expand(num_envs).clone(),
-            action=self.fake.select(*self.action_keys).expand(num_envs).clone(),
-            batch_size=[num_envs],
-        )
-
-    def storage(self, num_envs: int, sync_interval: int) -> TensorDictBase:
-        row = TensorDict()
-        for key in self.root_keys:
-            row.set(key, self.fake.get(key))
-        for key in self.policy_keys:
-            source = self.fake if key in self.action_keys else self.acted
-            row.set(key, torch.zeros_like(source.get(key)))
-        row.set("next", self.fake.get("next"))
-        row.set(("collector", "traj_ids"), torch.zeros((), dtype=torch.int64))
-        row.set("policy_version", torch.zeros((), dtype=torch.int64))
-        return row.expand(num_envs, sync_interval).clone()
-
-
-def _check_inference(inference: str, device: torch.device, num_workers: int) -> str:
-    if inference not in ("auto", "main", "workers"):
-        raise ValueError(f"inference must be 'auto', 'main' or 'workers', got {inference!r}")
-    if inference == "workers" and (num_workers == 0 or device.type != "cpu"):
-        raise ValueError(
-            "inference='workers' runs the policy in the worker processes on the CPU: it needs "
-            f"num_workers >= 1 and a CPU device (got num_workers={num_workers}, device={device}). "
-            "Use inference='main' for a GPU."
-        )
-    if inference == "auto":
-        return "workers" if num_workers > 0 and device.type == "cpu" else "main"
-    return inference
-
-
-def _check_env_fns(create_env_fn, num_envs: int) -> list[Callable[[], EnvBase]]:
-    if num_envs < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    if callable(create_env_fn):
-        return [create_env_fn] * num_envs
-    fns = list(create_env_fn)
-    if len(fns) != num_envs or not all(callable(f) for f in fns):
-        raise ValueError(
-            f"create_env_fn must be a callable or a list of num_envs={num_envs} callables, "
-            f"got a list of {len(fns)}"
-        )
-    return fns
-
-
-def _check_sizes(num_envs, num_workers, frames_per_batch, sync_interval) -> int:
-    if num_workers < 0:
-        raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-    if num_workers > 0 and num_envs % num_workers:
-        raise ValueError(
-            f"num_envs={num_envs} is not divisible by num_workers={num_workers}: every worker "
-            "steps the same number of replicas. Choose num_workers among the divisors of num_envs."
-        )
-    if frames_per_batch is None and sync_interval is None:
-        raise ValueError("Give frames_per_batch (= num_envs * sync_interval) or sync_interval.")
-    if sync_interval is None:
-        sync_interval = frames_per_batch // num_envs
-    if sync_interval < 1 or (
-        frames_per_batch is not None and frames_per_batch != num_envs * sync_interval
-    ):
-        raise ValueError(
-            f"frames_per_batch must equal num_envs * sync_interval; got frames_per_batch="
-            f"{frames_per_batch}, num_envs={num_envs}, sync_interval={sync_interval}. "
-            f"For example frames_per_batch={num_envs * max(sync_interval, 1)}."
-        )
-    return sync_interval
-
-
-def _check_picklable(fns) -> None:
-    for fn in {id(f): f for f in fns}.values():
-        try:
-            pickle.dumps(fn)
-        except Exception as error:
-            raise ValueError(
-                f"create_env_fn {fn!r} cannot be pickled, so worker processes cannot build the "
-                "env. Use a module-level function or functools.partial instead of a lambda or "
-                "closure, or num_workers=0."
-            ) from error
-
-
 def _without_hooks(module: nn.Module) -> nn.Module:
     """The inference copy drops the learner's module hooks (K-FAC's statistics, profilers):
     they belong to the learner, and closures in them cannot travel to worker processes."""
@@ -738,14 +572,6 @@ def _without_hooks(module: nn.Module) -> nn.Module:
         submodule._backward_hooks.clear()
         submodule._backward_pre_hooks.clear()
     return module
-
-
-def _mp_context(method: str):
-    context = mp.get_context(method)
-    if method == "forkserver":
-        # The server imports torch and torchrl once; every worker is then a cheap fork of it.
-        context.set_forkserver_preload(["hts_lightning.collectors._workers"])
-    return context
 
 
 def _module_device(policy) -> torch.device:

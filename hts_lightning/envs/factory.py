@@ -10,6 +10,7 @@ from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEn
 from hts_lightning.envs._registry import check_env_id, check_football_scenario
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
+from hts_lightning.envs.envpool import envpool_factory
 from hts_lightning.envs.football import make_football_env
 from hts_lightning.envs.latency import VariableLatencyEnv
 from hts_lightning.envs.testing import CountingEnv
@@ -31,7 +32,10 @@ def make_counting_env(**env_kwargs) -> TransformedEnv:
     return TransformedEnv(CountingEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
 
 
-def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
+ENV_BACKENDS = ("python", "envpool")
+
+
+def env_factory(env_id: str, *, backend: str = "python", **env_kwargs) -> Callable[[], EnvBase]:
     """A picklable factory for ``env_id``, checked now (before any process starts).
 
     ``"ALE/..."`` ids get the Atari preprocessing (``make_atari_env``), ``"VariableLatency"``
@@ -41,12 +45,19 @@ def env_factory(env_id: str, **env_kwargs) -> Callable[[], EnvBase]:
     when it is missing), any other gymnasium id ``make_gym_env``; each reports
     the raw ``"episode_reward"`` and ``"step_count"`` that the training modules log. ``env_kwargs``
     go to the factory (e.g. ``repeat_action_probability`` for Atari, ``std`` for latency).
+    ``backend="envpool"`` gives the same ALE or classic-control env stepped by envpool (an
+    :class:`~hts_lightning.envs.envpool.EnvpoolFactory`, which the HTSCollector steps with its
+    native backend); it stops here, naming the fallback, where envpool is not installed.
 
     Example:
         >>> make = env_factory("CartPole-v1")
         >>> make().action_spec.shape
         torch.Size([2])
     """
+    if backend not in ENV_BACKENDS:
+        raise ValueError(f"env backend must be one of {ENV_BACKENDS}, got {backend!r}")
+    if backend == "envpool":
+        return envpool_factory(env_id, **env_kwargs)
     if env_id == LATENCY_ENV_ID:
         VariableLatencyEnv(**env_kwargs)  # validates the arguments here
         return partial(make_latency_env, **env_kwargs)

@@ -99,6 +99,8 @@ class OnPolicyModule(LightningModule):
         on_env_error: the HTSCollector's: ``"raise"`` (default) stops training at an env
             error; ``"restart"`` re-creates the failed replica and goes on (logged, counted in
             ``collector/env_restarts``; that replica's trajectory is no longer reproducible).
+        env_backend: ``"python"`` (TorchRL envs in worker processes) or ``"envpool"`` (the
+            HTSCollector's native backend: envpool's C++ threads step the replicas; Linux x86-64).
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -128,6 +130,7 @@ class OnPolicyModule(LightningModule):
         inference_device: str | None = None,
         inference: str = "auto",
         on_env_error: Literal["raise", "restart"] = "raise",
+        env_backend: Literal["python", "envpool"] = "python",
     ):
         super().__init__()
         gradient_mode = gradient_mode or self.default_gradient_mode
@@ -157,7 +160,7 @@ class OnPolicyModule(LightningModule):
         seed = run_seed(seed)
         self.hparams.seed = seed
         self.gradient_mode = gradient_mode
-        self.create_env = env_factory(env_id, **(env_kwargs or {}))
+        self.create_env = env_factory(env_id, backend=env_backend, **(env_kwargs or {}))
         probe = self.create_env()
         torch.manual_seed(seed)
         self.model = make_actor_critic(

@@ -64,6 +64,7 @@ def module_kwargs(args) -> dict:
         shared_trunk=False,
         normalize_advantage=True,
         lr=args.lr,
+        env_backend=getattr(args, "env_backend", "python"),
     )
     if args.algorithm == "ppo":
         kwargs.update(epochs=2, minibatches=2)
@@ -84,6 +85,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--comm-hook", action="store_true")
+    parser.add_argument("--env-backend", default="python", choices=("python", "envpool"))
     parser.add_argument("--checkpoint-dir", help="write last.ckpt here (at a stop, at the end)")
     parser.add_argument("--stop-after", type=int, help="Ctrl-C after this many updates")
     parser.add_argument("--resume", action="store_true", help="from checkpoint-dir/last.ckpt")

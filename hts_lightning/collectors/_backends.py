@@ -1,0 +1,231 @@
+"""The three ways of collecting, side by side, behind one protocol.
+
+A backend answers one question: given the weights, fill storage ``index`` (one of the two
+[num_envs, sync_interval] batch storages) while the consumer works on the other. Everything else
+(lag, versions, action noise, the fixed inference shape, storage by (replica, step), state for
+resume) is the collector's and the engine's, shared by all:
+
+- :class:`WorkerInference`: worker processes each act for, and step, their own block of
+  replicas with a shared-memory view of the weights (the CPU choice: no inference in the
+  learner's process).
+- :class:`MainInference` over TorchRL envs: this process acts for every replica, batched over
+  the ready ones, in a collection thread; worker processes (``num_workers >= 1``) or this
+  thread (``0``, serial, no overlap) step the envs (the GPU choice).
+- the native backend: envpool's C++ threads step every replica, and the policy acts on the
+  ready ones either in one worker process that owns the pool (:class:`WorkerInference`, the
+  CPU choice: no GIL shared with the learner) or in this process (:class:`MainInference` over
+  an envpool, the GPU choice, and ``num_workers=0``).
+
+A fourth (Ray actors across machines, a GPU simulator) is one more class with these calls:
+``start()``, ``start_batch(index)``, ``wait()``, ``end_states()``, ``take_restarts()``,
+``stop()``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.multiprocessing as mp
+from tensordict import TensorDictBase
+
+from hts_lightning.collectors._collecting import CollectingWorkers
+from hts_lightning.collectors._engine import (
+    CollectionEngine,
+    InlineRunner,
+    PolicyRunner,
+    ThreadRunner,
+)
+from hts_lightning.collectors._envpool import EnvpoolExecutor
+from hts_lightning.collectors._layout import Layout
+from hts_lightning.collectors._workers import InlineExecutor, ProcessExecutor
+
+
+class Backend(Protocol):
+    def start(self) -> None:
+        """Create the envs (and processes) and reset, or restore, every replica."""
+
+    def start_batch(self, index: int) -> None:
+        """Begin filling storage ``index``; returns at once (or, serial, at :meth:`wait`)."""
+
+    def wait(self) -> None:
+        """Block until that batch is filled; raises the envs' and workers' errors."""
+
+    def end_states(self) -> list:
+        """Each replica's (next root, env state or None) at the end of the last batch."""
+
+    def take_restarts(self) -> list:
+        """The (replica, traceback) of env restarts during the last batch."""
+
+    def stop(self) -> None:
+        """End collection, processes and threads; idempotent, safe with a batch in flight."""
+
+
+class WorkerInference:
+    """Worker processes acting for their own replicas (see ``_collecting``)."""
+
+    def __init__(self, workers: CollectingWorkers):
+        self._workers = workers
+
+    def start(self) -> None:
+        self._workers.start_workers()
+
+    def start_batch(self, index: int) -> None:
+        self._workers.start(index)
+
+    def wait(self) -> None:
+        self._workers.wait()
+
+    def end_states(self) -> list:
+        return self._workers.replica_states()
+
+    def take_restarts(self) -> list:
+        return self._workers.take_restarts()
+
+    def stop(self) -> None:
+        self._workers.request_stop()
+        self._workers.close()
+
+
+class MainInference:
+    """The collection engine in this process over an executor that steps the replicas."""
+
+    def __init__(
+        self,
+        *,
+        executor,
+        engine: CollectionEngine,
+        buffers: list[TensorDictBase],
+        uniforms: list[torch.Tensor | None],
+        threaded: bool,
+    ):
+        self._executor = executor
+        self._ends: list = [[], []]
+
+        def collect(index: int) -> None:  # holds no reference to this object or the collector
+            engine.collect(buffers[index], uniforms[index])
+            ends[:] = [executor.replica_states(), executor.take_restarts()]
+
+        ends = self._ends
+        self._collect = collect
+        self._runner = ThreadRunner(collect) if threaded else InlineRunner(collect)
+
+    def start(self) -> None:
+        self._executor.start()
+
+    def start_batch(self, index: int) -> None:
+        self._runner.start(index)
+
+    def wait(self) -> None:
+        self._runner.wait()
+
+    def end_states(self) -> list:
+        return self._ends[0]
+
+    def take_restarts(self) -> list:
+        return self._ends[1]
+
+    def stop(self) -> None:
+        # Workers end first (the collection thread then sees them gone), the thread is
+        # joined, and only then are the pipes (or the pool) closed under it.
+        self._runner.request_stop()
+        self._executor.stop_workers()
+        self._runner.join()
+        self._executor.close()
+
+
+def build_backend(
+    *,
+    backend: str,
+    inference: str,
+    layout: Layout,
+    create_env_fns: list,
+    seeds: list[int],
+    states: list,
+    runner: PolicyRunner,
+    buffers: list[TensorDictBase],
+    uniforms: list[torch.Tensor | None],
+    inference_batch_size: int,
+    num_workers: int,
+    mp_start_method: str,
+    on_env_error: str,
+    niceness: int,
+) -> Backend:
+    """The backend of a collector's choices (checked by ``_checks`` before)."""
+    if inference == "workers":
+        for buffer, uniform in zip(buffers, uniforms):
+            buffer.share_memory_()
+            if uniform is not None:
+                uniform.share_memory_()
+        return WorkerInference(
+            CollectingWorkers(
+                create_env_fns=create_env_fns,
+                seeds=seeds,
+                states=states,
+                layout=layout,
+                policy=runner.policy,
+                exploration_type=runner.exploration_type,
+                storages=buffers,
+                uniforms=uniforms,
+                inference_batch_size=inference_batch_size,
+                num_workers=num_workers,
+                mp_context=mp_context(mp_start_method),
+                on_env_error=on_env_error,
+                niceness=niceness,
+                native_threads=num_workers if backend == "envpool" else None,
+            )
+        )
+    slots = layout.slots(len(create_env_fns))
+    if backend == "envpool":
+        executor = EnvpoolExecutor(
+            factory=create_env_fns[0],
+            seeds=seeds,
+            num_threads=max(1, num_workers),
+            slots=slots,
+            inference_batch_size=inference_batch_size,
+        )
+    else:
+        stepping = dict(
+            create_env_fns=create_env_fns,
+            seeds=seeds,
+            states=states,
+            slots=slots,
+            root_keys=layout.root_keys,
+            action_keys=layout.action_keys,
+            on_env_error=on_env_error,
+        )
+        if num_workers == 0:
+            executor = InlineExecutor(**stepping)
+        else:
+            slots.share_memory_()
+            executor = ProcessExecutor(
+                **stepping,
+                num_workers=num_workers,
+                mp_context=mp_context(mp_start_method),
+                niceness=niceness,
+            )
+    engine = CollectionEngine(
+        executor=executor,
+        runner=runner,
+        slots=slots,
+        root_keys=layout.root_keys,
+        policy_keys=layout.policy_keys,
+        action_keys=layout.action_keys,
+        inference_batch_size=inference_batch_size,
+        should_stop=getattr(executor, "stopping", None),
+    )
+    return MainInference(
+        executor=executor,
+        engine=engine,
+        buffers=buffers,
+        uniforms=uniforms,
+        threaded=num_workers > 0,
+    )
+
+
+def mp_context(method: str):
+    context = mp.get_context(method)
+    if method == "forkserver":
+        # The server imports torch and torchrl once; every worker is then a cheap fork of it.
+        context.set_forkserver_preload(["hts_lightning.collectors._workers"])
+    return context

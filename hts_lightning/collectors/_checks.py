@@ -1,0 +1,95 @@
+"""Argument checks of the HTSCollector: each says what was wrong and what to do, before
+anything starts."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import torch
+from torchrl.envs import EnvBase
+
+from hts_lightning.envs.envpool import EnvpoolFactory
+
+
+def check_backend(backend: str, create_env_fn, inference: str, on_env_error: str) -> str:
+    if backend not in ("auto", "python", "envpool"):
+        raise ValueError(f"backend must be 'auto', 'python' or 'envpool', got {backend!r}")
+    native = isinstance(create_env_fn, EnvpoolFactory)
+    if backend == "auto":
+        backend = "envpool" if native else "python"
+    if backend == "envpool" and not native:
+        raise ValueError(
+            "backend='envpool' steps the replicas in one envpool: create_env_fn must be an "
+            "EnvpoolFactory (env_factory(env_id, backend='envpool')), got "
+            f"{type(create_env_fn).__name__}. Use backend='python' for other envs."
+        )
+    if backend == "envpool" and on_env_error != "raise":
+        raise ValueError(
+            f"on_env_error={on_env_error!r} needs backend='python': envpool's C++ envs cannot "
+            "be restarted one by one. Use on_env_error='raise' or env_backend 'python'."
+        )
+    return backend
+
+
+def check_inference(inference: str, device: torch.device, num_workers: int) -> str:
+    if inference not in ("auto", "main", "workers"):
+        raise ValueError(f"inference must be 'auto', 'main' or 'workers', got {inference!r}")
+    if inference == "workers" and (num_workers == 0 or device.type != "cpu"):
+        raise ValueError(
+            "inference='workers' runs the policy in the worker processes on the CPU: it needs "
+            f"num_workers >= 1 and a CPU device (got num_workers={num_workers}, device={device}). "
+            "Use inference='main' for a GPU."
+        )
+    if inference == "auto":
+        return "workers" if num_workers > 0 and device.type == "cpu" else "main"
+    return inference
+
+
+def check_env_fns(create_env_fn, num_envs: int) -> list[Callable[[], EnvBase]]:
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if callable(create_env_fn):
+        return [create_env_fn] * num_envs
+    fns = list(create_env_fn)
+    if len(fns) != num_envs or not all(callable(f) for f in fns):
+        raise ValueError(
+            f"create_env_fn must be a callable or a list of num_envs={num_envs} callables, "
+            f"got a list of {len(fns)}"
+        )
+    return fns
+
+
+def check_sizes(num_envs, num_workers, frames_per_batch, sync_interval) -> int:
+    if num_workers < 0:
+        raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+    if num_workers > 0 and num_envs % num_workers:
+        raise ValueError(
+            f"num_envs={num_envs} is not divisible by num_workers={num_workers}: every worker "
+            "steps the same number of replicas. Choose num_workers among the divisors of num_envs."
+        )
+    if frames_per_batch is None and sync_interval is None:
+        raise ValueError("Give frames_per_batch (= num_envs * sync_interval) or sync_interval.")
+    if sync_interval is None:
+        sync_interval = frames_per_batch // num_envs
+    if sync_interval < 1 or (
+        frames_per_batch is not None and frames_per_batch != num_envs * sync_interval
+    ):
+        raise ValueError(
+            f"frames_per_batch must equal num_envs * sync_interval; got frames_per_batch="
+            f"{frames_per_batch}, num_envs={num_envs}, sync_interval={sync_interval}. "
+            f"For example frames_per_batch={num_envs * max(sync_interval, 1)}."
+        )
+    return sync_interval
+
+
+def check_picklable(fns) -> None:
+    for fn in {id(f): f for f in fns}.values():
+        try:
+            pickle.dumps(fn)
+        except Exception as error:
+            raise ValueError(
+                f"create_env_fn {fn!r} cannot be pickled, so worker processes cannot build the "
+                "env. Use a module-level function or functools.partial instead of a lambda or "
+                "closure, or num_workers=0."
+            ) from error

@@ -1,0 +1,259 @@
+"""envpool environments: the same games, stepped by envpool's C++ thread pool.
+
+:func:`envpool_factory` turns an env id and the keyword arguments of :func:`make_atari_env` /
+:func:`make_gym_env` into an :class:`EnvpoolFactory`. The factory does two jobs:
+
+- called with no argument, it returns one replica as a TorchRL env (an envpool of one env
+  behind ``StepCounter``/``RewardSum``/``RewardClipping``, as the Python path has): for
+  probing specs, for evaluation and for any TorchRL collector;
+- :meth:`EnvpoolFactory.make_pool` builds the asynchronous pool of many replicas that the
+  HTSCollector's native backend steps (see ``collectors/_envpool.py``).
+
+Both step the envs the same way (a finished episode is reset by envpool's auto-reset, the next
+``send`` of that env) and seed each env by itself (envpool's per-env seeds), so a replica gives
+the same trajectory on either, given its seed and actions (tested).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
+from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounter, TransformedEnv
+
+from hts_lightning.envs._registry import MissingDependencyError
+
+__all__ = ["ENVPOOL_INSTALL", "EnvpoolFactory", "envpool_available", "envpool_factory"]
+
+ENVPOOL_VERSION = "1.2.5"
+ENVPOOL_INSTALL = (
+    f"envpool {ENVPOOL_VERSION} has wheels for Linux x86-64 only (CPython 3.11); the README's "
+    "install commands add it there. Elsewhere use the Python env stack: set "
+    "`env_backend: python` (the default) in the recipe's model init_args."
+)
+
+# make_atari_env's defaults, which the envpool path keeps.
+_ATARI_DEFAULTS = dict(
+    frame_skip=4,
+    frame_stack=4,
+    screen_size=84,
+    noop_max=30,
+    repeat_action_probability=0.0,
+    episodic_life=False,
+    clip_rewards=True,
+    max_episode_frames=108_000,
+)
+
+
+def envpool_available() -> bool:
+    """Whether envpool can be imported here."""
+    return importlib.util.find_spec("envpool") is not None
+
+
+def _check_installed() -> None:
+    if not envpool_available():
+        raise MissingDependencyError(f"env_backend 'envpool' needs envpool. {ENVPOOL_INSTALL}")
+
+
+def _task_id(env_id: str) -> str:
+    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic ids are the same.
+    Only envpool's Atari and classic-control families are served (the keys and preprocessing
+    of the others are not the Python path's)."""
+    from envpool.registration import registry
+
+    task_id = env_id.removeprefix("ALE/")
+    family = "envpool.atari" if env_id.startswith("ALE/") else "envpool.classic_control"
+    known = sorted(t for t, (path, _, _) in registry.specs.items() if path == family)
+    if task_id in known:
+        return task_id
+    close = difflib.get_close_matches(task_id, known, n=5, cutoff=0.6)
+    prefix = "ALE/" if env_id.startswith("ALE/") else ""
+    hint = f" Did you mean one of: {', '.join(prefix + c for c in close)}?" if close else ""
+    raise ValueError(
+        f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5') and classic-control "
+        f"envs; {env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "
+        "`env_backend: python` for other environments."
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvpoolFactory:
+    """A picklable recipe of an envpool env: its id, envpool options and reward clipping.
+
+    Attributes:
+        env_id: the project's id (``"ALE/Pong-v5"``, ``"CartPole-v1"``).
+        task_id: envpool's id (``"Pong-v5"``).
+        options: keyword arguments of ``envpool.make`` (the preprocessing), as sorted pairs.
+        clip_rewards: clip the training reward to [-1, 1] (``"episode_reward"`` stays raw).
+    """
+
+    env_id: str
+    task_id: str
+    options: tuple[tuple[str, Any], ...] = ()
+    clip_rewards: bool = False
+
+    def __call__(self) -> TransformedEnv:
+        """One replica as a TorchRL env, with the keys and transforms of the Python path."""
+        transforms = [StepCounter(), RewardSum()]
+        if self.clip_rewards:
+            transforms.append(RewardClipping(-1.0, 1.0))
+        return TransformedEnv(EnvpoolReplica(self), Compose(*transforms))
+
+    def make_pool(self, *, seeds: list[int], num_threads: int):
+        """An envpool of ``len(seeds)`` envs (env ``i`` seeded ``seeds[i]``) whose ``recv``
+        returns one env at a time (``batch_size=1``: it never waits for more envs than are
+        stepping, whatever is held back; asynchronous for two envs or more)."""
+        import envpool
+
+        return envpool.make(
+            self.task_id,
+            env_type="gymnasium",
+            num_envs=len(seeds),
+            batch_size=1,
+            seed=[int(s) for s in seeds],
+            num_threads=num_threads,
+            **dict(self.options),
+        )
+
+
+class EnvpoolReplica(EnvBase):
+    """One envpool env as a TorchRL env with an empty batch size (raw reward; no transforms).
+
+    ``set_seed(s)`` seeds it as a native pool seeds a replica of seed ``s``. An episode that
+    ended is reset the way the native backend resets it (envpool's auto-reset on the next
+    ``send``), so that with ``episodic_life`` a life loss continues the game in both.
+    """
+
+    def __init__(self, factory: EnvpoolFactory, seed: int = 0):
+        super().__init__(batch_size=torch.Size([]))
+        self._factory = factory
+        self._seed = seed
+        self._pool = None
+        self._done = False
+        probe = factory.make_pool(seeds=[seed], num_threads=1)
+        self.observation_spec = Composite(observation=_box_spec(probe.observation_space))
+        self.action_spec = _action_spec(probe.action_space)
+        self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
+        self.full_done_spec = Composite(
+            done=Categorical(2, shape=(1,), dtype=torch.bool),
+            terminated=Categorical(2, shape=(1,), dtype=torch.bool),
+            truncated=Categorical(2, shape=(1,), dtype=torch.bool),
+        )
+        self._discrete = isinstance(self.action_spec, OneHot)
+        self._action_dtype = probe.spec.action_array_spec["action"].dtype
+        del probe
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._seed = 0 if seed is None else int(seed)
+        self._pool = None  # created with this seed at the next reset
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        if self._pool is None:
+            self._pool = self._factory.make_pool(seeds=[self._seed], num_threads=1)
+            observation, _ = self._pool.reset()
+        elif self._done:  # envpool's auto-reset: the action is ignored
+            self._pool.send(np.zeros(1, dtype=self._action_dtype), np.zeros(1, dtype=np.int32))
+            observation = self._pool.recv()[0]
+        else:
+            observation, _ = self._pool.reset()
+        self._done = False
+        false = torch.zeros(1, dtype=torch.bool)
+        return TensorDict(
+            observation=torch.as_tensor(observation[0]),
+            done=false,
+            terminated=false.clone(),
+            truncated=false.clone(),
+        )
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = tensordict.get("action")
+        action = action.argmax(-1) if self._discrete else action
+        action = action.numpy().astype(self._action_dtype).reshape(1, *action.shape[1:])
+        observation, reward, terminated, truncated, _ = self._pool.step(
+            action, np.zeros(1, dtype=np.int32)
+        )
+        self._done = bool(terminated[0] or truncated[0])
+        return TensorDict(
+            observation=torch.as_tensor(observation[0]),
+            reward=torch.as_tensor(reward, dtype=torch.float32).reshape(1),
+            done=torch.tensor([self._done]),
+            terminated=torch.as_tensor(terminated).reshape(1),
+            truncated=torch.as_tensor(truncated).reshape(1),
+        )
+
+    def _close(self, *args, **kwargs) -> None:
+        self._pool = None
+
+
+def _box_spec(space) -> Bounded:
+    return Bounded(
+        low=torch.as_tensor(space.low),
+        high=torch.as_tensor(space.high),
+        shape=space.shape,
+        dtype=torch.as_tensor(space.low).dtype,
+    )
+
+
+def _action_spec(space):
+    if hasattr(space, "n"):
+        return OneHot(int(space.n), dtype=torch.int64)
+    return _box_spec(space)
+
+
+def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
+    """The envpool version of ``env_factory(env_id, **env_kwargs)``, checked now.
+
+    ``"ALE/..."`` ids take :func:`make_atari_env`'s keyword arguments, mapped onto envpool's
+    options (the differences are listed in the README, "envpool backend"); other ids are
+    envpool's classic-control envs and take none.
+
+    Example:
+        >>> make = envpool_factory("CartPole-v1")
+        >>> make().action_spec.shape
+        torch.Size([2])
+    """
+    _check_installed()
+    task_id = _task_id(env_id)
+    if not env_id.startswith("ALE/"):
+        if env_kwargs:
+            raise ValueError(
+                f"envpool's {task_id} takes no env_kwargs, got {sorted(env_kwargs)}. Remove "
+                "them, or use `env_backend: python`."
+            )
+        return EnvpoolFactory(env_id, task_id)
+    unknown = sorted(set(env_kwargs) - set(_ATARI_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"Unknown Atari env_kwargs {unknown} for env_backend 'envpool'; known: "
+            f"{sorted(_ATARI_DEFAULTS)}."
+        )
+    settings = {**_ATARI_DEFAULTS, **env_kwargs}
+    if settings["max_episode_frames"] % settings["frame_skip"]:
+        raise ValueError(
+            "envpool truncates Atari episodes after a number of agent steps: max_episode_frames "
+            f"({settings['max_episode_frames']}) must be a multiple of frame_skip "
+            f"({settings['frame_skip']})."
+        )
+    options = dict(
+        frame_skip=settings["frame_skip"],
+        stack_num=settings["frame_stack"],
+        img_height=settings["screen_size"],
+        img_width=settings["screen_size"],
+        noop_max=settings["noop_max"],
+        repeat_action_probability=float(settings["repeat_action_probability"]),
+        episodic_life=settings["episodic_life"],
+        max_episode_steps=settings["max_episode_frames"] // settings["frame_skip"],
+        # As gymnasium's AtariPreprocessing: no FIRE after reset, grayscale, area resize;
+        # rewards are clipped by RewardClipping after RewardSum, so envpool's stay raw.
+        use_fire_reset=False,
+        gray_scale=True,
+        use_inter_area_resize=True,
+        reward_clip=False,
+    )
+    return EnvpoolFactory(env_id, task_id, tuple(sorted(options.items())), settings["clip_rewards"])

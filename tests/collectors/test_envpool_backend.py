@@ -1,0 +1,326 @@
+"""The native backend: one envpool steps every replica; batches as the Python path gives them."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from functools import partial
+
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from hts_lightning import CountingEnv, HTSCollector
+from hts_lightning.envs import env_factory
+from hts_lightning.models import make_actor_critic
+from tests.collectors.policies import perturb, sampling_policy, set_choice, weight_readable_policy
+from tests.collectors.test_determinism import _assert_bitwise_equal
+from tests.collectors.test_resume import STOP_AFTER, _uninterrupted_and_resumed
+from tests.conftest import worker_processes
+
+pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
+
+
+def _run(make, policy, *, num_envs, sync_interval, batches, consumer_delay=None, **kwargs):
+    """Batches of a run whose 'learner' perturbs the weights after each batch (and, with
+    ``consumer_delay``, takes a random time to do it)."""
+    generator, timing = torch.Generator().manual_seed(5), random.Random(kwargs.pop("timing", 0))
+    out = []
+    with HTSCollector(
+        make,
+        policy,
+        num_envs=num_envs,
+        sync_interval=sync_interval,
+        total_frames=num_envs * sync_interval * batches,
+        seed=11,
+        **kwargs,
+    ) as collector:
+        for batch in collector:
+            out.append(batch)
+            if consumer_delay:
+                time.sleep(timing.uniform(0, consumer_delay))
+            perturb(policy, generator, scale=0.3)
+            collector.update_policy_weights_()
+    return torch.stack(out)
+
+
+def _cartpole_policy():
+    return sampling_policy(in_features=4, num_actions=2, seed=1)
+
+
+def _pong_policy():
+    env = env_factory("ALE/Pong-v5", backend="envpool")()
+    torch.manual_seed(0)
+    model = make_actor_critic(env.observation_spec, env.action_spec)
+    return model.get_policy_operator()
+
+
+def test_auto_backend_picks_envpool_for_an_envpool_factory():
+    make = env_factory("CartPole-v1", backend="envpool")
+    with HTSCollector(make, _cartpole_policy(), num_envs=2, num_workers=1, sync_interval=4) as c:
+        assert c.backend == "envpool" and c.inference == "workers"  # the pool in a process
+    with HTSCollector(
+        env_factory("CartPole-v1"), _cartpole_policy(), num_envs=2, num_workers=0, sync_interval=4
+    ) as c:
+        assert c.backend == "python"
+
+
+@pytest.mark.parametrize(
+    ("env_id", "make_policy", "num_envs", "sync_interval", "batches"),
+    [("CartPole-v1", _cartpole_policy, 4, 40, 3), ("ALE/Pong-v5", _pong_policy, 3, 12, 2)],
+    ids=["cartpole", "pong"],
+)
+def test_native_batches_equal_the_python_path_over_the_same_envs(
+    env_id, make_policy, num_envs, sync_interval, batches
+):
+    """Same replica seeds, same resets, same bookkeeping: the native backend's batches are the
+    Python engine's over single-env envpools (TorchRL's StepCounter/RewardSum/RewardClipping
+    there, the executor's own arithmetic here), bitwise, with episodes ending mid-batch."""
+    make = env_factory(env_id, backend="envpool")
+    common = dict(num_envs=num_envs, sync_interval=sync_interval, batches=batches)
+    native = _run(make, make_policy(), backend="envpool", num_workers=2, **common)
+    python = _run(make, make_policy(), backend="python", num_workers=0, **common)
+    _assert_bitwise_equal(native, python)
+    if env_id == "CartPole-v1":
+        assert native["next", "done"].sum() >= 4  # resets happened inside the batches
+        ends, after = native["next", "done"], native["next"]
+        # The raw return at an episode's end is its length (reward 1 per step).
+        assert torch.equal(after["episode_reward"][ends], after["step_count"][ends].float())
+
+
+@pytest.mark.parametrize(
+    ("env_id", "make_policy", "num_envs", "sync_interval", "batches", "chunk"),
+    [
+        ("CartPole-v1", _cartpole_policy, 6, 30, 4, 4),
+        ("ALE/Pong-v5", _pong_policy, 4, 10, 2, 2),
+    ],
+    ids=["cartpole", "pong"],
+)
+def test_bitwise_identical_with_1_2_4_threads_either_inference_and_varied_consumer_timing(
+    env_id, make_policy, num_envs, sync_interval, batches, chunk
+):
+    make = env_factory(env_id, backend="envpool")
+    runs = [
+        _run(
+            make,
+            make_policy(),
+            num_envs=num_envs,
+            sync_interval=sync_interval,
+            batches=batches,
+            num_workers=threads,
+            inference_batch_size=chunk,
+            consumer_delay=delay,
+            timing=threads,
+            inference=inference,
+        )
+        for threads, delay, inference in [
+            (1, None, "workers"),
+            (2, 0.05, "workers"),
+            (4, 0.02, "workers"),
+            (2, 0.05, "main"),
+            (0, None, "main"),
+        ]
+    ]
+    for run in runs[1:]:
+        _assert_bitwise_equal(runs[0], run)
+    # The per-transition behaviour version: batch k was acted by update k-1.
+    versions = runs[0]["policy_version"]
+    assert [int(v.unique()) for v in versions] == [max(k - 1, 0) for k in range(batches)]
+
+
+class _CountCalls(nn.Module):
+    """Deterministic 'push left' policy that counts its calls in a class attribute (shared by
+    the collector's deep copy)."""
+
+    calls = 0
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        type(self).calls += 1
+        return nn.functional.one_hot(torch.zeros(observation.shape[:-1], dtype=torch.long), 2)
+
+
+def _wait_until_still(seconds: float = 0.5, limit: float = 60.0) -> int:
+    """The call count once it has not changed for ``seconds`` (the collector is idle)."""
+    deadline, last, since = time.monotonic() + limit, _CountCalls.calls, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if _CountCalls.calls != last:
+            last, since = _CountCalls.calls, time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return last
+    raise AssertionError("the collector never went idle")
+
+
+def test_next_batch_is_collected_while_the_consumer_holds_the_last_one_and_no_further():
+    """Overlap without clocks: while the consumer holds batch k, batch k+1 is acted on in full
+    (inference calls happen) and batch k+2 is not started (the count then stays put). With
+    inference in this process, where the counter can be read; the worker-process mode shares
+    the worker-inference path's overlap tests."""
+    _CountCalls.calls = 0
+    policy = TensorDictModule(_CountCalls(), in_keys=["observation"], out_keys=["action"])
+    make = env_factory("CartPole-v1", backend="envpool")
+    with HTSCollector(
+        make,
+        policy,
+        num_envs=4,
+        num_workers=2,
+        sync_interval=25,
+        total_frames=4 * 25 * 3,
+        inference="main",
+    ) as collector:
+        iterator = iter(collector)
+        next(iterator)
+        at_yield = _CountCalls.calls
+        idle = _wait_until_still()  # batch 1 done, batch 2 waits for the consumer
+        assert idle > at_yield
+        # Batch 1 needed at least 25 steps x 4 replicas / 4 rows per call.
+        assert idle >= 25
+        time.sleep(0.3)
+        assert _CountCalls.calls == idle  # not running two batches ahead
+        batch = next(iterator)
+        assert batch["next", "step_count"].shape == (4, 25, 1)
+        assert _wait_until_still() > idle  # handing batch 1 out started batch 2
+
+
+@pytest.mark.parametrize("inference", ["workers", "main"])
+@pytest.mark.parametrize("learner_seconds", [0.0, 0.2], ids=["fast-learner", "slow-learner"])
+def test_batch_k_uses_the_weights_of_update_k_minus_1(learner_seconds, inference):
+    policy = weight_readable_policy(num_actions=2)
+    set_choice(policy, 0)
+    make = env_factory("CartPole-v1", backend="envpool")
+    with HTSCollector(
+        make,
+        policy,
+        num_envs=4,
+        num_workers=2,
+        sync_interval=8,
+        total_frames=4 * 8 * 6,
+        inference=inference,
+    ) as collector:
+        for k, batch in enumerate(collector):
+            behaviour = max(k - 1, 0)
+            assert batch["policy_version"].eq(behaviour).all()
+            assert batch["action"].argmax(-1).eq(behaviour % 2).all()
+            assert collector.policy_version - behaviour == (0 if k == 0 else 1)
+            time.sleep(learner_seconds)
+            set_choice(policy, (k + 1) % 2)
+            collector.update_policy_weights_()
+    assert k == 5
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("num_envs", "chunk", "sync_interval", "threads"),
+    [(3, 8, 7, 2), (5, 4, 1, 2), (5, 4, 13, 4), (2, 1, 9, 1)],
+    ids=["fewer-envs-than-a-chunk", "every-step-a-boundary", "ragged-chunks", "chunk-of-one"],
+)
+def test_holding_replicas_at_the_boundary_never_deadlocks_nor_skips_a_step(
+    num_envs, chunk, sync_interval, threads
+):
+    """'Push left' ends CartPole episodes in ~10 steps, so resets fall on batch boundaries too.
+    Every replica steps exactly once per (replica, step) slot: its step counts run on without
+    a gap or a repeat across batches and resets."""
+    _CountCalls.calls = 0
+    policy = TensorDictModule(_CountCalls(), in_keys=["observation"], out_keys=["action"])
+    make = env_factory("CartPole-v1", backend="envpool")
+    batches = 30 // sync_interval + 3
+    with HTSCollector(
+        make,
+        policy,
+        num_envs=num_envs,
+        num_workers=threads,
+        sync_interval=sync_interval,
+        inference_batch_size=chunk,
+        total_frames=num_envs * sync_interval * batches,
+    ) as collector:
+        data = torch.cat(list(collector), dim=1)  # [replicas, all steps]
+    root, after, done = data["step_count"], data["next", "step_count"], data["next", "done"]
+    assert torch.equal(after, root + 1)
+    expected_root = torch.where(done[:, :-1], 0, after[:, :-1])
+    assert torch.equal(root[:, 1:], expected_root)
+    assert root[:, 0].eq(0).all() and done.sum() >= num_envs
+    assert torch.equal(
+        data["observation"][:, 1:][~done[:, :-1, 0]],
+        data["next", "observation"][:, :-1][~done[:, :-1, 0]],
+    )
+
+
+def test_resume_reseeds_every_replica_deterministically_and_says_so(caplog):
+    """envpool cannot save its envs: a restored collector re-seeds each replica from the seed,
+    its global index and the batch count (the rule of every env without state), so the
+    resumed batches are reproducible, equal those of the Python path over the same envs, and
+    start new episodes."""
+    make = env_factory("CartPole-v1", backend="envpool")
+    runs = {}
+    for backend in ("envpool", "envpool", "python"):
+        with caplog.at_level(logging.WARNING, logger="hts_lightning.collectors.hts"):
+            caplog.clear()
+            runs.setdefault(backend, []).append(
+                _uninterrupted_and_resumed(make, _cartpole_policy, num_workers=0, backend=backend)
+            )
+            assert "replicas [0, 1, 2, 3] cannot save their state" in caplog.text
+    (expected, got), (_, again) = runs["envpool"]
+    _, python = runs["python"][0]
+    _assert_bitwise_equal(got, again)
+    _assert_bitwise_equal(got, python)
+    resumed = got[STOP_AFTER:]
+    assert resumed[0]["step_count"][:, 0, 0].eq(0).all()  # new episodes
+    assert torch.equal(got[:STOP_AFTER]["observation"], expected[:STOP_AFTER]["observation"])
+    assert not torch.equal(resumed["observation"], expected[STOP_AFTER:]["observation"])
+    # Trajectory ids go on: the interrupted episodes count as ended.
+    before = expected[STOP_AFTER - 1]["collector", "traj_ids"][:, -1]
+    assert resumed[0]["collector", "traj_ids"][:, 0].gt(before).all()
+
+
+def test_shards_get_the_replicas_of_one_collector():
+    """Replica seeds depend on the global index: two shards (replica_offset 0 and 2, as two
+    hts_ddp ranks) collect exactly the halves of one 4-replica collector (at one inference
+    shape: CPU kernels round differently at another)."""
+    make = env_factory("CartPole-v1", backend="envpool")
+    common = dict(sync_interval=20, batches=2, num_workers=1, inference_batch_size=2)
+    whole = _run(make, _cartpole_policy(), num_envs=4, **common)
+    halves = [
+        _run(make, _cartpole_policy(), num_envs=2, replica_offset=offset, **common)
+        for offset in (0, 2)
+    ]
+    for key in ("observation", ("next", "reward"), "action", "action_log_prob"):
+        assert torch.equal(torch.cat([h[key] for h in halves], dim=1), whole[key]), key
+
+
+@pytest.mark.parametrize("inference", ["workers", "main"])
+def test_shutdown_with_a_batch_in_flight_leaves_no_process_or_thread(inference):
+    make = env_factory("ALE/Pong-v5", backend="envpool")
+    collector = HTSCollector(
+        make,
+        _pong_policy(),
+        num_envs=4,
+        num_workers=2,
+        sync_interval=200,
+        total_frames=-1,
+        inference=inference,
+    )
+    next(iter(collector))  # the next batch is now being collected
+    threads = {t.name for t in threading.enumerate()}
+    assert ("hts-collection" in threads) == (inference == "main")
+    assert len(worker_processes()) == (1 if inference == "workers" else 0)
+    collector.shutdown()
+    assert "hts-collection" not in {t.name for t in threading.enumerate()}
+    assert worker_processes() == []
+    with pytest.raises(RuntimeError, match="shut down"):
+        next(iter(collector))
+
+
+def test_bad_choices_are_refused_before_anything_starts():
+    make = env_factory("CartPole-v1", backend="envpool")
+    policy = _cartpole_policy()
+    with pytest.raises(ValueError, match="EnvpoolFactory"):
+        HTSCollector(partial(CountingEnv), policy, num_envs=2, sync_interval=2, backend="envpool")
+    with pytest.raises(ValueError, match="needs num_workers >= 1"):
+        HTSCollector(make, policy, num_envs=2, num_workers=0, sync_interval=2, inference="workers")
+    with pytest.raises(ValueError, match="on_env_error='restart' needs backend='python'"):
+        HTSCollector(make, policy, num_envs=2, sync_interval=2, on_env_error="restart")
+    with pytest.raises(ValueError, match="backend must be"):
+        HTSCollector(make, policy, num_envs=2, sync_interval=2, backend="gpu")

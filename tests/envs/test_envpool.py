@@ -1,0 +1,111 @@
+"""envpool envs: the Python path's keys, specs and (where envpool allows) pixels."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from hts_lightning.envs import EnvpoolFactory, env_factory
+from hts_lightning.envs import envpool as envpool_module
+from hts_lightning.envs._registry import MissingDependencyError
+
+pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
+
+
+def _layout(td):
+    return {k: (v.shape, v.dtype) for k, v in td.items(include_nested=True, leaves_only=True)}
+
+
+def test_cartpole_specs_equal_the_python_paths():
+    native, python = env_factory("CartPole-v1", backend="envpool")(), env_factory("CartPole-v1")()
+    assert native.observation_spec == python.observation_spec
+    assert native.action_spec == python.action_spec
+    assert native.full_done_spec == python.full_done_spec
+    assert native.reward_spec == python.reward_spec
+    assert _layout(native.fake_tensordict()) == _layout(python.fake_tensordict())
+
+
+def test_atari_keys_shapes_and_dtypes_equal_the_python_paths():
+    native, python = env_factory("ALE/Pong-v5", backend="envpool")(), env_factory("ALE/Pong-v5")()
+    assert _layout(native.fake_tensordict()) == _layout(python.fake_tensordict())
+    assert native.action_spec == python.action_spec
+    # The one spec difference: envpool declares the pixel bounds [0, 255], gymnasium's frame
+    # stack leaves them unbounded.
+    assert native.observation_spec["observation"].space.high.max() == 255
+
+
+@pytest.mark.parametrize("game", ["ALE/Pong-v5", "ALE/Breakout-v5"])
+def test_atari_pixels_rewards_and_ends_equal_make_atari_env_without_random_no_ops(game):
+    """With one fixed no-op after reset (noop_max=1) nothing random is left, and envpool's
+    preprocessing (frame skip, max-pool, grayscale, area resize, stack) gives the same uint8
+    frames as gymnasium's AtariPreprocessing + FrameStackObservation, step for step."""
+    native = env_factory(game, backend="envpool", noop_max=1)()
+    python = env_factory(game, noop_max=1)()
+    native.set_seed(3)
+    python.set_seed(3)
+    a, b = native.reset(), python.reset()
+    assert torch.equal(a["observation"], b["observation"])
+    generator = torch.Generator().manual_seed(0)
+    actions = native.action_spec.shape[-1]
+    changed = 0
+    for _ in range(250):
+        index = torch.randint(actions, (), generator=generator)
+        action = torch.nn.functional.one_hot(index, actions)
+        a["action"], b["action"] = action, action.clone()
+        stepped_a, a = native.step_and_maybe_reset(a)
+        stepped_b, b = python.step_and_maybe_reset(b)
+        for key in ("observation", "reward", "done", "episode_reward", "step_count"):
+            assert torch.equal(stepped_a["next", key], stepped_b["next", key]), key
+        changed += int(not torch.equal(stepped_a["next", "observation"], stepped_a["observation"]))
+    assert changed > 200  # the frames really moved
+
+
+def test_a_finished_episode_resets_as_the_native_backend_resets_it():
+    env = env_factory("CartPole-v1", backend="envpool")()
+    env.set_seed(0)
+    td = env.reset()
+    push_left, steps, done = torch.tensor([1, 0]), 0, False
+    while not done:
+        td["action"] = push_left
+        stepped, td = env.step_and_maybe_reset(td)
+        steps, done = steps + 1, bool(stepped["next", "done"])
+    assert stepped["next", "terminated"] and stepped["next", "episode_reward"].item() == steps
+    assert td["step_count"].item() == 0 and td["episode_reward"].item() == 0.0
+    assert td["observation"].abs().max() < 0.05  # CartPole's reset state, not the fallen pole
+
+
+def test_the_factory_is_picklable_and_keeps_the_atari_settings():
+    make = env_factory(
+        "ALE/Breakout-v5", backend="envpool", repeat_action_probability=0.25, frame_stack=2
+    )
+    assert isinstance(make, EnvpoolFactory)
+    assert pickle.loads(pickle.dumps(make)) == make
+    options = dict(make.options)
+    assert options["repeat_action_probability"] == 0.25 and options["stack_num"] == 2
+    assert options["use_fire_reset"] is False and options["max_episode_steps"] == 27_000
+    assert make.clip_rewards and make().fake_tensordict()["observation"].shape == (2, 84, 84)
+
+
+def test_bad_ids_and_arguments_name_the_fix():
+    with pytest.raises(ValueError, match="env_backend: python"):
+        env_factory("ALE/Pongg-v5", backend="envpool")
+    with pytest.raises(ValueError, match=r"Did you mean one of: ALE/Pong-v5"):
+        env_factory("ALE/Pongg-v5", backend="envpool")
+    with pytest.raises(ValueError, match=r"Atari.*classic-control"):
+        env_factory("GFootball/academy_corner", backend="envpool")
+    with pytest.raises(ValueError, match="takes no env_kwargs"):
+        env_factory("CartPole-v1", backend="envpool", std=1.0)
+    with pytest.raises(ValueError, match="Unknown Atari env_kwargs"):
+        env_factory("ALE/Pong-v5", backend="envpool", frameskip=4)
+    with pytest.raises(ValueError, match="multiple of frame_skip"):
+        env_factory("ALE/Pong-v5", backend="envpool", max_episode_frames=1001)
+    with pytest.raises(ValueError, match="env backend must be one of"):
+        env_factory("CartPole-v1", backend="cpp")
+
+
+def test_without_envpool_the_backend_stops_naming_the_fallback(monkeypatch):
+    monkeypatch.setattr(envpool_module, "envpool_available", lambda: False)
+    with pytest.raises(MissingDependencyError, match="`env_backend: python`"):
+        env_factory("CartPole-v1", backend="envpool")
