@@ -29,9 +29,10 @@ MODULES = [
     "hts_lightning.models.players",
     "hts_lightning.callbacks.episode_metric",
     "hts_lightning.envs.football",
+    "hts_lightning.envs.envpool",
 ]
 # Modules whose examples need an optional extra: (module, the package it needs).
-NEEDS = {"hts_lightning.envs.football": "gfootball"}
+NEEDS = {"hts_lightning.envs.football": "gfootball", "hts_lightning.envs.envpool": "envpool"}
 
 
 @pytest.mark.parametrize("name", MODULES)
