@@ -23,7 +23,7 @@ MODULES = sorted(
     if not info.ispkg
 )
 # Modules whose examples need an optional extra: (module, the package it needs).
-NEEDS = {"hts_lightning.envs.football": "gfootball"}
+NEEDS = {"hts_lightning.envs.football": "gfootball", "hts_lightning.envs.envpool": "envpool"}
 
 
 def _source(name: str) -> str:
