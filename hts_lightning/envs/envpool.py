@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import warnings
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,10 @@ from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounte
 from hts_lightning.envs._registry import MissingDependencyError
 
 __all__ = ["ENVPOOL_INSTALL", "EnvpoolFactory", "envpool_available", "envpool_factory"]
+
+# envpool builds its float32 observation boxes from float64 bounds and gymnasium warns about
+# it in every process that reads the spaces; our specs are float32 either way.
+warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32")
 
 ENVPOOL_VERSION = "1.2.5"
 ENVPOOL_INSTALL = (
@@ -91,6 +96,14 @@ class EnvpoolFactory:
         task_id: envpool's id (``"Pong-v5"``).
         options: keyword arguments of ``envpool.make`` (the preprocessing), as sorted pairs.
         clip_rewards: clip the training reward to [-1, 1] (``"episode_reward"`` stays raw).
+
+    Example:
+        >>> make = envpool_factory("CartPole-v1")
+        >>> make.task_id, make.clip_rewards
+        ('CartPole-v1', False)
+        >>> pool = make.make_pool(seeds=[3, 4], num_threads=1)
+        >>> pool.config["num_envs"]
+        2
     """
 
     env_id: str
