@@ -47,6 +47,7 @@ def _fit(folder: Path, store: Path, monkeypatch, *args: str) -> dict:
         "parameters": state["state_dict"],
         "seed": state["hyper_parameters"]["seed"],
         "tag": run.data.tags["hts.seed"],
+        "param": run.data.params["seed"],
     }
 
 
@@ -79,6 +80,7 @@ def test_seed_everything_is_the_runs_seed_and_an_explicit_seed_wins(
     # The seed in force is what the checkpoint and MLflow record.
     assert [one["seed"], two["seed"], explicit["seed"]] == [1, 2, 2]
     assert [one["tag"], two["tag"], explicit["tag"]] == ["1", "2", "2"]
+    assert [one["param"], two["param"], explicit["param"]] == ["1", "2", "2"]
 
 
 def test_the_module_seed_defaults_to_lightnings_global_seed(monkeypatch):

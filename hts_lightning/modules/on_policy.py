@@ -157,8 +157,9 @@ class OnPolicyModule(LightningModule):
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
         self.save_hyperparameters()
+        # The seed in force replaces None in the saved (and logged) hyperparameters.
         seed = run_seed(seed)
-        self.hparams.seed = seed
+        self.save_hyperparameters({"seed": seed})
         self.gradient_mode = gradient_mode
         self.create_env = env_factory(env_id, backend=env_backend, **(env_kwargs or {}))
         probe = self.create_env()
