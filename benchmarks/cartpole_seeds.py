@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-import _common as common
+import _runner as runner
 import torch
 import yaml
 from lightning import Callback
@@ -64,7 +64,7 @@ def main(argv=None) -> None:
         module = cls(**dict(kwargs, seed=seed))
         reach = _Reach(args.target)
         started = time.perf_counter()
-        common.fit(module, reach)
+        runner.fit(module, reach)
         wall = time.perf_counter() - started
         hit = f"{reach.reached_at} frames" if reach.reached_at else "not reached"
         # every 10th of the run's frames

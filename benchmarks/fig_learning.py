@@ -21,9 +21,14 @@ import argparse
 import csv
 import math
 from pathlib import Path
+from typing import get_args
 
-import _common as common
+import _args as figure_args
+import _report as report
+import _runner as runner
 import yaml
+
+from hts_lightning.choices import CollectorKind
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 ENVS = {
@@ -40,16 +45,16 @@ def recipe_kwargs(path: Path) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = common.figure_parser(__doc__)
+    parser = figure_args.figure_parser(__doc__)
     parser.add_argument("--env", default="cartpole", choices=list(ENVS))
     parser.add_argument("--seeds", type=int, nargs="+", help="default 0 1 (Atari: 0)")
     parser.add_argument(
-        "--collectors", nargs="+", choices=list(common.LABELS), default=["hts", "sync"]
+        "--collectors", nargs="+", choices=get_args(CollectorKind), default=["hts", "sync"]
     )
     parser.add_argument(
         "--frames", type=int, help="stop after these frames (Atari default 8 batches)"
     )
-    args = common.parse_figure_args(parser, argv, defaults={"hts_inference": ["auto"]})
+    args = figure_args.parse_figure_args(parser, argv, defaults={"hts_inference": ["auto"]})
     atari = args.env != "cartpole"
     args.seeds = args.seeds or ([0] if atari and not args.full else [0, 1])
     return args
@@ -65,11 +70,11 @@ def main(argv=None) -> None:
         frames = 8 * frames_per_batch
     # A stop before the end keeps the recipe's full-length learning-rate schedule.
     updates = None if frames is None else math.ceil(frames / frames_per_batch)
-    runs: list[common.Run] = []
+    runs: list[runner.Run] = []
     for seed in args.seeds:
-        for kind, inference in common.contenders(args.collectors, args.hts_inference):
+        for kind, inference in runner.contenders(args.collectors, args.hts_inference):
             print(f"== {args.env} seed {seed} {kind} {inference}", flush=True)
-            run = common.Run(
+            run = runner.Run(
                 args.env,
                 kind,
                 kwargs["num_envs"],
@@ -83,8 +88,8 @@ def main(argv=None) -> None:
                 for k, v in kwargs.items()
                 if k not in ("num_envs", "num_workers", "sync_interval")
             }
-            common.train(run, batches=None if updates is None else updates - 1, **overrides)
-            common.announce(run)
+            runner.train(run, batches=None if updates is None else updates - 1, **overrides)
+            report.announce(run)
             runs.append(run)
     csv_path = write_csv(runs, args)
     plots = [plot(runs, args, target)]
@@ -94,10 +99,10 @@ def main(argv=None) -> None:
         hit = next(((f, w) for f, w, v in r.curve if v >= target), None)
         hit_f, hit_w = (f"{hit[0]}", f"{hit[1]:.0f}") if hit else ("not reached", "-")
         end = [frames_end, f"{wall_end:.0f}", f"{ret:.1f}"]
-        rows.append([r.label, r.seed, *end, hit_f, hit_w, common.load_str(r.load)])
+        rows.append([r.label, r.seed, *end, hit_f, hit_w, report.load_str(r.load)])
     numbers = ("seed", "frames", "wall s", "return_last_20 at end")
     numbers += (f"frames to {target:g}", f"wall s to {target:g}")
-    table = common.markdown_table(["collector", *numbers, "load 1/5/15 min"], rows, right=numbers)
+    table = report.markdown_table(["collector", *numbers, "load 1/5/15 min"], rows, right=numbers)
     stop = "to the end" if updates is None else f"stopped after {updates} updates"
     settings = (
         f"`{recipe.relative_to(RECIPES.parent)}` ({kwargs['num_envs']} envs, "
@@ -105,12 +110,12 @@ def main(argv=None) -> None:
         f"total_frames {kwargs['total_frames']}), {stop}; per-update curves in "
         f"`plots/{csv_path.name}`"
     )
-    common.publish(f"Learning curves, {args.env}", settings, table, plots, args)
+    report.publish(f"Learning curves, {args.env}", settings, table, plots, args)
 
 
-def write_csv(runs: list[common.Run], args: argparse.Namespace) -> Path:
-    common.PLOTS.mkdir(exist_ok=True)
-    path = common.PLOTS / f"{args.plot_name or 'learning_' + args.env}.csv"
+def write_csv(runs: list[runner.Run], args: argparse.Namespace) -> Path:
+    report.PLOTS.mkdir(exist_ok=True)
+    path = report.PLOTS / f"{args.plot_name or 'learning_' + args.env}.csv"
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["collector", "seed", "frames", "wall_s", "return_last_20"])
@@ -120,8 +125,8 @@ def write_csv(runs: list[common.Run], args: argparse.Namespace) -> Path:
     return path
 
 
-def plot(runs: list[common.Run], args: argparse.Namespace, target: float) -> Path:
-    plt = common.pyplot()
+def plot(runs: list[runner.Run], args: argparse.Namespace, target: float) -> Path:
+    plt = report.pyplot()
     fig, (by_frames, by_wall) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     colors = {
         "hts": "tab:blue",
@@ -147,7 +152,7 @@ def plot(runs: list[common.Run], args: argparse.Namespace, target: float) -> Pat
     by_frames.set_title(f"PPO, {args.env}: per frame")
     by_wall.set_title(f"PPO, {args.env}: per wall second")
     by_wall.legend(fontsize=8)
-    return common.save_plot(fig, args, f"learning_{args.env}")
+    return report.save_plot(fig, args, f"learning_{args.env}")
 
 
 if __name__ == "__main__":

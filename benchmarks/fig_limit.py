@@ -15,26 +15,28 @@ from __future__ import annotations
 import argparse
 import os
 
-import _common as common
-import collector_throughput as ct
+import _args as figure_args
+import _collection as collection
+import _report as report
+import _runner as runner
 import torch
 
 ENVS = ("pong", "latency-high")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = common.figure_parser(__doc__)
+    parser = figure_args.figure_parser(__doc__)
     parser.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS))
     workers = (
         "processes (default 2 for pong, num-envs for latency; --full min(8, cores) / num-envs)"
     )
-    return common.parse_figure_args(
+    return figure_args.parse_figure_args(
         parser,
         argv,
-        num_envs=common.Size(8, 16),
-        num_workers=common.Size(None, None, help=workers),  # per env: workers_for
-        sync_interval=common.Size(32, 128),
-        batches=common.Size(4, 12),
+        num_envs=figure_args.Size(8, 16),
+        num_workers=figure_args.Size(None, None, help=workers),  # per env: workers_for
+        sync_interval=figure_args.Size(32, 128),
+        batches=figure_args.Size(4, 12),
     )
 
 
@@ -48,11 +50,11 @@ def workers_for(env: str, args: argparse.Namespace) -> int:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    cases = ct.env_cases()
+    cases = collection.env_cases()
     rows = []  # (env, contender, frames/s, load)
     for env in args.envs:
         workers = workers_for(env, args)
-        sizes = ct.Sizes(
+        sizes = collection.Sizes(
             num_envs=args.num_envs,
             num_workers=workers,
             sync_interval=args.sync_interval,
@@ -62,34 +64,36 @@ def main(argv=None) -> None:
         )
         case = cases[env]
         print(f"== {env}: {sizes}", flush=True)
-        measured = [ct.run_env_alone(case, sizes)]
+        measured = [collection.run_env_alone(case, sizes)]
         if case.ale_game:
-            measured.append(ct.run_ale_native(case.ale_game, sizes))
-        measured.append(ct.run_collector(ct.HTS, case, ct.make_policy(case), sizes))
+            measured.append(collection.run_ale_native(case.ale_game, sizes))
+        measured.append(
+            collection.run_collector(collection.HTS, case, collection.make_policy(case), sizes)
+        )
         for m in measured:
             rows.append((env, m.collector, m.fps, os.getloadavg()))
             print(f"  {m.collector}: {m.fps:.0f} frames/s", flush=True)
         env_id, env_kwargs = (
-            (common.GAMES[env], {}) if env in common.GAMES else common.latency_env(10.0)
+            (runner.GAMES[env], {}) if env in runner.GAMES else runner.latency_env(10.0)
         )
-        for kind, inference in common.contenders(["hts", "sync"], args.hts_inference):
-            run = common.Run(
+        for kind, inference in runner.contenders(["hts", "sync"], args.hts_inference):
+            run = runner.Run(
                 env, kind, args.num_envs, workers, args.sync_interval, inference=inference
             )
             name = f"PPO training, {run.label}"
-            run = common.train(
+            run = runner.train(
                 run,
                 env_id,
                 env_kwargs,
                 batches=args.batches,
             )
-            common.announce(run)
+            report.announce(run)
             rows.append((env, name, run.fps, run.load))
-    limit = {env: fps for env, name, fps, _ in rows if name == ct.ENV_ALONE}
-    table = common.markdown_table(
+    limit = {env: fps for env, name, fps, _ in rows if name == collection.ENV_ALONE}
+    table = report.markdown_table(
         ["env", "contender", "frames/s", "this / env alone", "load 1/5/15 min"],
         [
-            [env, name, f"{fps:.0f}", f"{fps / limit[env]:.2f}", common.load_str(load)]
+            [env, name, f"{fps:.0f}", f"{fps / limit[env]:.2f}", report.load_str(load)]
             for env, name, fps, load in rows
         ],
         right=("frames/s", "this / env alone"),
@@ -101,16 +105,16 @@ def main(argv=None) -> None:
         "VariableLatencyEnv, log-normal step time, mean 2 ms, std 10 ms"
     )
     title = "The limit: env alone and HTS's fraction of it"
-    common.publish(title, settings, table, [plot(rows, args)], args)
+    report.publish(title, settings, table, [plot(rows, args)], args)
 
 
 def plot(rows, args: argparse.Namespace):
-    plt = common.pyplot()
+    plt = report.pyplot()
     fig, axes = plt.subplots(1, len(args.envs), figsize=(5.5 * len(args.envs), 4.2))
     axes = axes if len(args.envs) > 1 else [axes]
     for ax, env in zip(axes, args.envs):
         mine = [(name, fps) for e, name, fps, _ in rows if e == env]
-        limit = dict(mine)[ct.ENV_ALONE]
+        limit = dict(mine)[collection.ENV_ALONE]
         names = [n.replace(" (", "\n(") for n, _ in mine]
         bars = ax.barh(names, [fps for _, fps in mine], color="tab:blue")
         for bar, (_, fps) in zip(bars, mine):
@@ -125,7 +129,7 @@ def plot(rows, args: argparse.Namespace):
         ax.set_xlabel("frames/s (label: fraction of env alone)")
         ax.set_title(env)
         ax.tick_params(axis="y", labelsize=7)
-    return common.save_plot(fig, args, "limit")
+    return report.save_plot(fig, args, "limit")
 
 
 if __name__ == "__main__":

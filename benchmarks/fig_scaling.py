@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 
-import _common as common
+import _args as figure_args
+import _report as report
+import _runner as runner
 
 # what: (default values, --full values, default collectors)
 SWEEPS = {
@@ -33,23 +35,23 @@ SWEEPS = {
 
 
 def env_of(name: str) -> tuple[str, dict]:
-    return common.latency_env(10.0) if name == "latency-high" else (common.GAMES[name], {})
+    return runner.latency_env(10.0) if name == "latency-high" else (runner.GAMES[name], {})
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = common.figure_parser(__doc__)
+    parser = figure_args.figure_parser(__doc__)
     parser.add_argument("sweep", choices=list(SWEEPS))
     parser.add_argument("--values", type=int, nargs="+", help="the swept values")
-    parser.add_argument("--env", default="latency-high", choices=["latency-high", *common.GAMES])
-    parser.add_argument("--collectors", nargs="+", choices=list(common.LABELS))
-    args = common.parse_figure_args(
+    parser.add_argument("--env", default="latency-high", choices=["latency-high", *runner.GAMES])
+    parser.add_argument("--collectors", nargs="+", choices=list(runner.LABELS))
+    args = figure_args.parse_figure_args(
         parser,
         argv,
-        num_envs=common.Size(8, 16, "env replicas of the interval sweep"),
-        sync_interval=common.Size(32, 128, "sync interval of the envs sweep"),
+        num_envs=figure_args.Size(8, 16, "env replicas of the interval sweep"),
+        sync_interval=figure_args.Size(32, 128, "sync interval of the envs sweep"),
         # Each TorchRL baseline process costs ~10 s of start-up on a loaded 2-core machine.
-        max_workers=common.Size(4, 32, "processes: min(envs, this)"),
-        batches=common.Size(3, 10),
+        max_workers=figure_args.Size(4, 32, "processes: min(envs, this)"),
+        batches=figure_args.Size(3, 10),
     )
     default, full, collectors = SWEEPS[args.sweep]
     args.values = args.values or (full if args.full else default)
@@ -59,16 +61,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    runs: list[common.Run] = []
+    runs: list[runner.Run] = []
     for value in args.values:
         num_envs = value if args.sweep == "envs" else args.num_envs
         interval = value if args.sweep == "interval" else args.sync_interval
         workers = min(num_envs, args.max_workers)
         print(f"== {args.sweep} = {value}", flush=True)
-        for kind, inference in common.contenders(args.collectors, args.hts_inference):
-            run = common.Run(args.env, kind, num_envs, workers, interval, inference=inference)
-            runs.append(common.train(run, *env_of(args.env), batches=args.batches))
-            common.announce(run)
+        for kind, inference in runner.contenders(args.collectors, args.hts_inference):
+            run = runner.Run(args.env, kind, num_envs, workers, interval, inference=inference)
+            runs.append(runner.train(run, *env_of(args.env), batches=args.batches))
+            report.announce(run)
     key = (lambda r: r.num_envs) if args.sweep == "envs" else (lambda r: r.sync_interval)
     columns = {
         "envs": lambda r: r.num_envs,
@@ -76,7 +78,7 @@ def main(argv=None) -> None:
         "sync interval": lambda r: r.sync_interval,
         "collector": lambda r: r.label,
     }
-    table = common.throughput_table(runs, key, columns)
+    table = report.throughput_table(runs, key, columns)
     settings = (
         f"PPO (4 epochs x 4 minibatches) on {args.env}; processes min(envs, "
         f"{args.max_workers}); {args.batches} timed batches after the first"
@@ -84,11 +86,11 @@ def main(argv=None) -> None:
     title = (
         "Throughput vs number of envs" if args.sweep == "envs" else "Throughput vs sync interval"
     )
-    common.publish(title, settings, table, [plot(runs, args, key)], args)
+    report.publish(title, settings, table, [plot(runs, args, key)], args)
 
 
-def plot(runs: list[common.Run], args: argparse.Namespace, key):
-    plt = common.pyplot()
+def plot(runs: list[runner.Run], args: argparse.Namespace, key):
+    plt = report.pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for label in dict.fromkeys(r.label for r in runs):
         points = sorted((key(r), r.fps) for r in runs if r.label == label)
@@ -100,7 +102,7 @@ def plot(runs: list[common.Run], args: argparse.Namespace, key):
     ax.set_ylabel("training frames/s")
     ax.set_title(f"PPO on {args.env}")
     ax.legend(fontsize=8)
-    return common.save_plot(fig, args, f"scaling_{args.sweep}")
+    return report.save_plot(fig, args, f"scaling_{args.sweep}")
 
 
 if __name__ == "__main__":

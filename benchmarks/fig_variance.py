@@ -21,21 +21,26 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import get_args
 
-import _common as common
+import _args as figure_args
+import _report as report
+import _runner as runner
 
-COLLECTORS = ("hts", "sync", "multi_sync", "multi_async")
+from hts_lightning.choices import CollectorKind
+
+COLLECTORS = get_args(CollectorKind)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = common.figure_parser(__doc__)
+    parser = figure_args.figure_parser(__doc__)
     parser.add_argument("panel", choices=("latency", "atari"))
     parser.add_argument("--stds", type=float, nargs="+", help="latency: step-time std in ms")
     parser.add_argument("--mean-ms", type=float, default=2.0, help="latency: mean step time, ms")
     parser.add_argument(
         "--games",
         nargs="+",
-        choices=[*common.GAMES, "football"],
+        choices=[*runner.GAMES, "football"],
         help="default: pong breakout qbert",
     )
     parser.add_argument("--collectors", nargs="+", choices=COLLECTORS, default=list(COLLECTORS))
@@ -45,49 +50,49 @@ def parse_args(argv=None) -> argparse.Namespace:
 
     # latency: one replica per process, 4 by default (each TorchRL baseline process costs
     # ~10 s of start-up on 2 loaded cores)
-    args = common.parse_figure_args(
+    args = figure_args.parse_figure_args(
         parser,
         argv,
-        num_envs=common.Size(
+        num_envs=figure_args.Size(
             lambda a: 4 if latency(a) else 8, 16, help="default 4 (latency) / 8; --full 16"
         ),
-        num_workers=common.Size(
+        num_workers=figure_args.Size(
             lambda a: a.num_envs if latency(a) else 2,
             lambda a: a.num_envs if latency(a) else min(8, os.cpu_count() or 1),
             help="default: num-envs (latency), 2 (atari; --full min(8, cores))",
         ),
-        sync_interval=common.Size(32, 128),
-        batches=common.Size(
+        sync_interval=figure_args.Size(32, 128),
+        batches=figure_args.Size(
             lambda a: 4 if latency(a) else 2, 10, help="timed batches (default 4 / 2; 10 --full)"
         ),
     )
     args.stds = args.stds or ([0, 0.5, 2, 5, 10, 20] if args.full else [0, 2, 10, 20])
-    args.games = args.games or list(common.GAMES)
+    args.games = args.games or list(runner.GAMES)
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.panel == "atari" and "football" in args.games:
-        common.require_football()  # before anything runs
+        runner.require_football()  # before anything runs
     cases = (
-        [(f"std {std:g} ms", common.latency_env(std, args.mean_ms)) for std in args.stds]
+        [(f"std {std:g} ms", runner.latency_env(std, args.mean_ms)) for std in args.stds]
         if args.panel == "latency"
         else [
-            (game, (common.GAMES.get(game, f"GFootball/{common.FOOTBALL}"), {}))
+            (game, (runner.GAMES.get(game, f"GFootball/{runner.FOOTBALL}"), {}))
             for game in args.games
         ]
     )
-    runs: list[common.Run] = []
+    runs: list[runner.Run] = []
     for name, (env_id, env_kwargs) in cases:
         print(f"== {name}", flush=True)
-        for kind, inference in common.contenders(args.collectors, args.hts_inference):
-            run = common.Run(name, kind, args.num_envs, args.num_workers, args.sync_interval)
+        for kind, inference in runner.contenders(args.collectors, args.hts_inference):
+            run = runner.Run(name, kind, args.num_envs, args.num_workers, args.sync_interval)
             run.inference = inference
-            runs.append(common.train(run, env_id, env_kwargs, batches=args.batches))
-            common.announce(run)
+            runs.append(runner.train(run, env_id, env_kwargs, batches=args.batches))
+            report.announce(run)
     columns = {"env": lambda r: r.env, "collector": lambda r: r.label}
-    table = common.throughput_table(runs, lambda r: r.env, columns)
+    table = report.throughput_table(runs, lambda r: r.env, columns)
     what = (
         f"log-normal step time, mean {args.mean_ms:g} ms"
         if args.panel == "latency"
@@ -99,14 +104,14 @@ def main(argv=None) -> None:
         "batches after the first"
     )
     title = f"Speedup vs step-time variance ({args.panel})"
-    common.publish(title, settings, table, [plot(runs, args)], args)
+    report.publish(title, settings, table, [plot(runs, args)], args)
 
 
-def plot(runs: list[common.Run], args: argparse.Namespace):
-    plt = common.pyplot()
-    labels, _ = common.ratio_header(runs)
+def plot(runs: list[runner.Run], args: argparse.Namespace):
+    plt = report.pyplot()
+    labels, _ = report.ratio_header(runs)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    baselines = [common.LABELS[k] for k in args.collectors if k != "hts"]
+    baselines = [runner.LABELS[k] for k in args.collectors if k != "hts"]
     pairs = [(h, b) for h in labels for b in baselines]
     fps = {(r.env, r.label): r.fps for r in runs}
     envs = list(dict.fromkeys(r.env for r in runs))
@@ -132,7 +137,7 @@ def plot(runs: list[common.Run], args: argparse.Namespace):
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_ylabel("training frames/s ratio")
     ax.legend(fontsize=7)
-    return common.save_plot(fig, args, f"variance_{args.panel}")
+    return report.save_plot(fig, args, f"variance_{args.panel}")
 
 
 if __name__ == "__main__":

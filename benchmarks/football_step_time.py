@@ -10,7 +10,7 @@ Two parts, one RESULTS.md section:
 - ``ratio``: end-to-end PPO training frames/s on academy_3_vs_1_with_keeper with the recipe's
   hyperparameters (2 epochs x 8 minibatches, clip 0.08, ...), the HTSCollector against
   TorchRL's ``Collector(ParallelEnv)`` ("sync", the synchronous baseline) and optionally its
-  multi-process collectors, through the shared ``_common.train`` (same module, model, learner,
+  multi-process collectors, through the shared ``_runner.train`` (same module, model, learner,
   replicas and processes; only ``collector=`` differs). The paper: 4.85x on 3 vs 1.
 
     python benchmarks/football_step_time.py [--steps 300] [--scenarios ...] [--num-envs 8]
@@ -23,24 +23,16 @@ import argparse
 import os
 import statistics
 import time
+from typing import get_args
 
 import torch
 import yaml
-from _common import (
-    FOOTBALL,
-    Run,
-    add_common_args,
-    announce,
-    contenders,
-    emit,
-    load_str,
-    ratio_header,
-    ratios,
-    section,
-    train,
-)
+from _args import add_common_args
+from _report import announce, emit, load_str, ratio_header, ratios, section
+from _runner import FOOTBALL, Run, contenders, train
 
 from hts_lightning import make_football_env
+from hts_lightning.choices import CollectorKind
 
 SCENARIOS = (
     "academy_empty_goal_close",
@@ -113,7 +105,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--collectors",
         nargs="+",
-        choices=("hts", "sync", "multi_sync", "multi_async"),
+        choices=get_args(CollectorKind),
         default=["hts", "sync"],
     )
     parser.add_argument("--num-envs", type=int, help="default 8; --full 16")

@@ -39,13 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import _common as common
-import collector_throughput as ct
+import _collection as collection
+import _report as report
 import gymnasium
 import numpy as np
 import torch
 from tensordict.nn import TensorDictSequential
-from torchrl.collectors import Collector, MultiSyncCollector
+from torchrl.collectors import Collector
 from torchrl.data import Bounded, OneHot
 from torchrl.modules import ProbabilisticActor
 
@@ -163,12 +163,12 @@ def hts(
 
 
 def multi_sync(setting: Setting, model) -> float:
-    sizes = ct.Sizes(
+    sizes = collection.Sizes(
         setting.num_envs, setting.threads, setting.sync_interval, setting.batches, "cpu", None
     )
-    case = ct.EnvCase(setting.env, env_factory(GAMES[setting.env]), setting.sync_interval)
+    case = collection.EnvCase(setting.env, env_factory(GAMES[setting.env]), setting.sync_interval)
     policy = copy.deepcopy(model.get_policy_operator())
-    return _timed(ct.build_multi(MultiSyncCollector, case, policy, sizes), setting)
+    return _timed(collection.build("MultiSyncCollector", case, policy, sizes), setting)
 
 
 def _register_gymnasium_spaces() -> None:
@@ -220,7 +220,11 @@ def multi_threaded_env(setting: Setting, model) -> float:
         policy,
         frames_per_batch=setting.frames_per_batch,
         total_frames=-1,
-        **ct.torchrl_kwargs(ct.Sizes(setting.num_envs, setting.threads, 1, 1, "cpu", None)),
+        # As make_collector sets TorchRL's collectors up: envs, policy and batches on the CPU.
+        policy_device="cpu",
+        env_device="cpu",
+        storing_device="cpu",
+        auto_register_policy_transforms=False,
     )
     return _timed(collector, setting)
 
@@ -299,13 +303,13 @@ def main(argv: list[str] | None = None) -> None:
         [
             "### Native (envpool) collection throughput, "
             + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            common.machine_line() + f"; load average at the end {common.load_str(os.getloadavg())}",
-            f"Command: `{common.command_line()}`\n\nSettings: {described}; repeats="
+            report.machine_line() + f"; load average at the end {report.load_str(os.getloadavg())}",
+            f"Command: `{report.command_line()}`\n\nSettings: {described}; repeats="
             f"{args.repeats} (median); torch threads max(1, cores - W) for all.",
             table(results, settings),
         ]
     )
-    common.emit(text, args.output)
+    report.emit(text, args.output)
 
 
 if __name__ == "__main__":

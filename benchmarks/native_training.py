@@ -4,8 +4,8 @@ The same module (the recipe's PPO hyperparameters), learner and replica count; o
 module's ``env_backend`` (HTSCollector over envpool, its policy in the pool's worker process
 or in a thread of the learner's process, or over TorchRL envs in W worker processes) or
 ``collector`` (``multi_sync``, TorchRL's ``MultiSyncCollector`` over the Python
-stack) changes. Timed by ``_common.train`` (from the end of the first update to the end of the
-last), learner threads pinned to ``max(1, cores - W)`` for all. This is what decides a
+stack) changes. Timed by ``_runner.train`` (from the end of the first update to the end of the
+last), learner threads each collector's own (``_runner.fresh_threads``). This is what decides a
 recipe's ``env_backend``.
 
     python benchmarks/native_training.py --envs cartpole pong --output benchmarks/RESULTS.md
@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import _common as common
+import _report as report
+import _runner as runner
 
 # (env_id, num_envs, sync_interval, PPO kwargs of the recipe)
 ENVS = {
@@ -48,14 +49,14 @@ def main(argv: list[str] | None = None) -> None:
         env_id, num_envs, sync_interval, ppo = ENVS[env]
         found = {}
         for name, (collector, backend, inference) in CONTENDERS.items():
-            run = common.Run(
+            run = runner.Run(
                 env, collector, num_envs, args.num_workers, sync_interval, inference=inference
             )
-            common.train(run, env_id, batches=args.batches, env_backend=backend, **ppo)
+            runner.train(run, env_id, batches=args.batches, env_backend=backend, **ppo)
             found[name] = run
             print(
                 f"{env} {name}: {run.fps:.0f} frames/s, update/wait {run.per_batch} s, "
-                f"lag {run.lag}, load {common.load_str(run.load)}",
+                f"lag {run.lag}, load {report.load_str(run.load)}",
                 flush=True,
             )
         native = found["HTS envpool"].fps
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"{native / run.fps:.2f}x",
                     run.per_batch,
                     run.lag,
-                    common.load_str(run.load),
+                    report.load_str(run.load),
                 ]
             )
     header = [
@@ -85,13 +86,13 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n\n".join(
         [
             "### Native (envpool) PPO training throughput",
-            common.machine_line(),
-            f"Command: `{common.command_line()}`; W={args.num_workers}, "
+            report.machine_line(),
+            f"Command: `{report.command_line()}`; W={args.num_workers}, "
             f"{args.batches} timed batches.",
             "\n".join(lines),
         ]
     )
-    common.emit(text, args.output)
+    report.emit(text, args.output)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ synchronous at every step, the classic A2C/PPO setup the paper compares against)
 env, model, learner, number of replicas and processes. Throughput is frames per second of wall
 time from the end of the first update (start-up excluded; from the end of update W for
 ``MultiAsyncCollector``, whose W workers deliver their first batches together) to the end of the
-last, timed by ``_common.train`` as the paper figures are, with the learner's torch threads
-pinned to ``max(1, cores - workers)`` for every contender; the runs are side by side in one
-invocation, so compare ratios, not absolute numbers across runs.
+last, timed by ``_runner.train`` as the paper figures are, with the learner's torch threads
+each collector's own, as in a user's program (``_runner.fresh_threads``); the runs are side by
+side in one invocation, so compare ratios, not absolute numbers across runs.
 Each row also gives the learner's mean time per update over the timed batches (the module's
 ``time/update``: advantages, loss, backward, optimizer step; for ACKTR also the Fisher pass and
 K-FAC's eigendecompositions, refreshed every 10 updates, so time at least 10 batches).
@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import get_args
 
-import _common as common
+import _report as report
+import _runner as runner
 
 from hts_lightning import A2C, ACKTR, PPO
+from hts_lightning.choices import CollectorKind, InferenceMode
 
-COLLECTORS = ("hts", "sync", "multi_sync", "multi_async")
-LABELS = {**common.LABELS, "hts": "HTSCollector"}
+COLLECTORS = get_args(CollectorKind)
+LABELS = {**runner.LABELS, "hts": "HTSCollector"}
 ALGORITHMS = {"ppo": PPO, "a2c": A2C, "acktr": ACKTR}
 # (env_id, env_kwargs, sync_interval, PPO's epochs, PPO's minibatches)
 ENVS = {
@@ -52,13 +55,13 @@ ENVS = {
 }
 
 
-def run(env: str, algorithm: str, collector: str, args: argparse.Namespace) -> common.Run:
-    """One timed training run with ``_common.train`` (its clock: from the end of the first
+def run(env: str, algorithm: str, collector: str, args: argparse.Namespace) -> runner.Run:
+    """One timed training run with ``_runner.train`` (its clock: from the end of the first
     update, or of update W for a ``MultiAsyncCollector`` with W workers, to the end of the
-    last; the learner's threads pinned as for every figure)."""
+    last; the learner's threads each collector's own)."""
     env_id, env_kwargs, sync_interval, epochs, minibatches = ENVS[env]
     extra = {"epochs": epochs, "minibatches": minibatches} if algorithm == "ppo" else {}
-    measured = common.Run(
+    measured = runner.Run(
         env,
         collector,
         args.num_envs,
@@ -66,7 +69,7 @@ def run(env: str, algorithm: str, collector: str, args: argparse.Namespace) -> c
         args.sync_interval or sync_interval,
         inference=args.inference,
     )
-    return common.train(
+    return runner.train(
         measured,
         env_id,
         env_kwargs,
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--inference",
         default="auto",
-        choices=("auto", "workers", "main"),
+        choices=get_args(InferenceMode),
         help="HTSCollector's: policy in the workers (CPU) or in the main process (GPU)",
     )
     parser.add_argument("--output", type=Path, help="append a dated section to this file")
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append((algorithm, measured))
                 print(
                     f"  {measured.fps:.0f} frames/s, {measured.update_per_batch:.3f} s/update, "
-                    f"policy lag {measured.lag}, load {common.load_str(measured.load)}",
+                    f"policy lag {measured.lag}, load {report.load_str(measured.load)}",
                     flush=True,
                 )
     hts = {(r.env, alg): r.fps for alg, r in rows if r.collector == "hts"}
@@ -116,17 +119,17 @@ def main(argv: list[str] | None = None) -> None:
     for algorithm, r in rows:
         ratio = f"{hts[r.env, algorithm] / r.fps:.2f}x" if (r.env, algorithm) in hts else "-"
         cells.append([r.env, algorithm, LABELS[r.collector], f"{r.fps:.0f}", ratio])
-        cells[-1] += [f"{r.update_per_batch:.3f}", r.lag, common.load_str(r.load)]
+        cells[-1] += [f"{r.update_per_batch:.3f}", r.lag, report.load_str(r.load)]
     numbers = ("frames/s", "HTS / this", "s/update (learner)")
     header = ["env", "algorithm", "collector", *numbers, "policy lag", "load 1/5/15 min"]
     settings = (
         f"{', '.join(a.upper() for a in args.algorithms)}, {args.num_envs} envs, "
         f"{args.num_workers} worker processes, {args.batches} timed batches after the first "
         f"(after the first {args.num_workers} for MultiAsyncCollector), HTS inference: "
-        f"{args.inference}; learner threads max(1, cores - workers)"
+        f"{args.inference}; learner threads: each collector's own"
     )
-    table = common.markdown_table(header, cells, right=numbers)
-    common.publish("Training throughput", settings, table, [], args)
+    table = report.markdown_table(header, cells, right=numbers)
+    report.publish("Training throughput", settings, table, [], args)
 
 
 if __name__ == "__main__":

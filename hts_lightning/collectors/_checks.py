@@ -9,12 +9,13 @@ from collections.abc import Callable
 import torch
 from torchrl.envs import EnvBase
 
+from hts_lightning import choices
 from hts_lightning.envs.envpool import EnvpoolFactory
 
 
 def check_backend(backend: str, create_env_fn, inference: str, on_env_error: str) -> str:
-    if backend not in ("auto", "python", "envpool"):
-        raise ValueError(f"backend must be 'auto', 'python' or 'envpool', got {backend!r}")
+    choices.check_backend(backend)
+    choices.check_on_env_error(on_env_error)
     native = isinstance(create_env_fn, EnvpoolFactory)
     if backend == "auto":
         backend = "envpool" if native else "python"
@@ -33,8 +34,7 @@ def check_backend(backend: str, create_env_fn, inference: str, on_env_error: str
 
 
 def check_inference(inference: str, device: torch.device, num_workers: int) -> str:
-    if inference not in ("auto", "main", "workers"):
-        raise ValueError(f"inference must be 'auto', 'main' or 'workers', got {inference!r}")
+    choices.check_inference_mode(inference)
     if inference == "workers" and (num_workers == 0 or device.type != "cpu"):
         raise ValueError(
             "inference='workers' runs the policy in the worker processes on the CPU: it needs "
@@ -61,13 +61,7 @@ def check_env_fns(create_env_fn, num_envs: int) -> list[Callable[[], EnvBase]]:
 
 
 def check_sizes(num_envs, num_workers, frames_per_batch, sync_interval) -> int:
-    if num_workers < 0:
-        raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-    if num_workers > 0 and num_envs % num_workers:
-        raise ValueError(
-            f"num_envs={num_envs} is not divisible by num_workers={num_workers}: every worker "
-            "steps the same number of replicas. Choose num_workers among the divisors of num_envs."
-        )
+    choices.check_replicas_per_worker(num_envs, num_workers)
     if frames_per_batch is None and sync_interval is None:
         raise ValueError("Give frames_per_batch (= num_envs * sync_interval) or sync_interval.")
     if sync_interval is None:

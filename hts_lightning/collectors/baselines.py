@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import get_args
 
 import torch
 from tensordict.nn import TensorDictModuleBase
 from torchrl.collectors import BaseCollector, Collector, MultiAsyncCollector, MultiSyncCollector
 from torchrl.envs import EnvBase, ParallelEnv, SerialEnv
 
+from hts_lightning.choices import (
+    CollectorKind,
+    InferenceMode,
+    OnEnvError,
+    check_collector_kind,
+    check_replicas_per_worker,
+)
 from hts_lightning.collectors.hts import HTSCollector
 
 __all__ = ["COLLECTOR_KINDS", "make_collector"]
@@ -17,11 +25,11 @@ __all__ = ["COLLECTOR_KINDS", "make_collector"]
 #: hts: HTSCollector; sync: Collector over a ParallelEnv (synchronous at every step, the classic
 #: A2C/PPO vectorized setup); multi_sync: MultiSyncCollector (synchronous at batch boundaries,
 #: no overlap); multi_async: MultiAsyncCollector (asynchronous, unbounded policy lag).
-COLLECTOR_KINDS = ("hts", "sync", "multi_sync", "multi_async")
+COLLECTOR_KINDS = get_args(CollectorKind)
 
 
 def make_collector(
-    kind: str,
+    kind: CollectorKind,
     create_env_fn: Callable[[], EnvBase],
     policy: TensorDictModuleBase,
     *,
@@ -31,9 +39,11 @@ def make_collector(
     total_frames: int = -1,
     seed: int = 0,
     device: torch.device | str | None = None,
-    inference: str = "auto",
+    inference: InferenceMode = "auto",
     replica_offset: int = 0,
-    on_env_error: str = "raise",
+    on_env_error: OnEnvError = "raise",
+    num_threads: int | None = None,
+    inference_batch_size: int | None = None,
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
 
@@ -43,11 +53,12 @@ def make_collector(
     HTSCollector's (where its policy runs). ``replica_offset`` is the global index of the first
     replica of a shard (one rank of many): the HTSCollector seeds each replica by its global
     index; the TorchRL collectors, which seed their envs ``seed, seed + 1, ...``, start at
-    ``seed + replica_offset``. ``on_env_error`` is the HTSCollector's (TorchRL's collectors
-    always raise).
+    ``seed + replica_offset``. ``on_env_error`` and ``inference_batch_size`` are the
+    HTSCollector's (TorchRL's collectors always raise). ``num_threads``: the torch threads of
+    the calling process once collection starts; ``None`` leaves each collector its own rule
+    (the HTSCollector's ``num_threads``; TorchRL's: one core per worker left free).
     """
-    if kind not in COLLECTOR_KINDS:
-        raise ValueError(f"Unknown collector kind {kind!r}; choose one of {COLLECTOR_KINDS}.")
+    check_collector_kind(kind)
     frames_per_batch = num_envs * sync_interval
     if kind != "hts" and on_env_error != "raise":
         raise ValueError(f"on_env_error={on_env_error!r} needs the HTSCollector, not {kind!r}.")
@@ -64,14 +75,11 @@ def make_collector(
             inference=inference,
             replica_offset=replica_offset,
             on_env_error=on_env_error,
+            num_threads=num_threads,
+            inference_batch_size=inference_batch_size,
         )
     workers = max(num_workers, 1)
-    if num_envs % workers:
-        raise ValueError(
-            f"num_envs={num_envs} is not divisible by num_workers={num_workers}: choose "
-            "num_workers among the divisors of num_envs."
-        )
-    per_worker = partial(SerialEnv, num_envs // workers, create_env_fn)
+    per_worker = partial(SerialEnv, check_replicas_per_worker(num_envs, workers), create_env_fn)
     common = dict(
         frames_per_batch=frames_per_batch,
         total_frames=total_frames,
@@ -81,9 +89,10 @@ def make_collector(
         auto_register_policy_transforms=False,
     )
     if kind == "sync":
-        collector = Collector(ParallelEnv(workers, per_worker), policy, **common)
+        env = ParallelEnv(workers, per_worker, num_threads=num_threads)
+        collector = Collector(env, policy, **common)
     else:
         cls = MultiSyncCollector if kind == "multi_sync" else MultiAsyncCollector
-        collector = cls([per_worker] * workers, policy, **common)
+        collector = cls([per_worker] * workers, policy, num_threads=num_threads, **common)
     collector.set_seed(seed + replica_offset)
     return collector

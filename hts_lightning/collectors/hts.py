@@ -19,6 +19,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType
 
+from hts_lightning.choices import Backend, InferenceMode, OnEnvError
 from hts_lightning.collectors._backends import build_backend
 from hts_lightning.collectors._checks import (
     check_backend,
@@ -30,7 +31,6 @@ from hts_lightning.collectors._checks import (
 from hts_lightning.collectors._engine import PolicyRunner
 from hts_lightning.collectors._layout import Layout
 from hts_lightning.collectors._seeding import replica_seeds, resume_seed
-from hts_lightning.collectors._workers import ON_ENV_ERROR
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 
 __all__ = ["HTSCollector"]
@@ -162,13 +162,13 @@ class HTSCollector(BaseCollector):
         device: torch.device | str | None = None,
         inference_batch_size: int | None = None,
         exploration_type: ExplorationType = ExplorationType.RANDOM,
-        inference: str = "auto",
+        inference: InferenceMode = "auto",
         replica_offset: int = 0,
         num_threads: int | None = None,
         mp_start_method: str = "forkserver",
-        on_env_error: str = "raise",
+        on_env_error: OnEnvError = "raise",
         worker_niceness: int = 10,
-        backend: str = "auto",
+        backend: Backend = "auto",
     ):
         super().__init__()
         self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
@@ -182,8 +182,6 @@ class HTSCollector(BaseCollector):
             inference_batch_size = min(num_envs, 8)
         if inference_batch_size < 1:
             raise ValueError(f"inference_batch_size must be >= 1, got {inference_batch_size}")
-        if on_env_error not in ON_ENV_ERROR:
-            raise ValueError(f"on_env_error must be one of {ON_ENV_ERROR}, got {on_env_error!r}.")
         if isinstance(worker_niceness, bool) or not isinstance(worker_niceness, int):
             raise TypeError(f"worker_niceness must be an int, got {worker_niceness!r}")
         if not 0 <= worker_niceness <= 19:
@@ -273,21 +271,60 @@ class HTSCollector(BaseCollector):
         *,
         weights: TensorDictBase | dict | None = None,
         policy: nn.Module | None = None,
+        worker_ids: int | list[int] | torch.device | list[torch.device] | None = None,
+        model_id: str | None = None,
+        weights_dict: dict | None = None,
         **kwargs,
     ) -> None:
         """Send new weights; they are used from the batch after the one being collected.
 
-        With no argument the weights are copied from the ``policy`` given at construction (the
-        learner optimizes that object in place). A module, a TensorDict of weights (as
-        ``TensorDict.from_module`` gives) or a flat state dict may be passed instead.
+        The calling conventions of TorchRL's ``BaseCollector.update_policy_weights_`` (0.14):
+        no argument copies the weights of the ``policy`` given at construction (the learner
+        optimizes that object in place); a module, a TensorDict of weights (as
+        ``TensorDict.from_module`` gives) or a flat state dict may be passed positionally, or
+        as ``weights=`` / ``policy=``, or as ``weights_dict={"policy": ...}``. The collector
+        has one model, ``model_id="policy"``, and every worker acts with the same weights (a
+        batch is collected by one policy version), so other model ids, ``worker_ids`` and
+        per-worker weights are refused with a ``ValueError``; unknown keywords with a
+        ``TypeError``.
         """
-        source = next(
-            (s for s in (policy_or_weights, weights, policy) if s is not None), self._policy
-        )
+        if kwargs:
+            raise TypeError(
+                f"HTSCollector.update_policy_weights_ got unexpected arguments {sorted(kwargs)}; "
+                "it takes policy_or_weights, weights, policy, model_id, weights_dict."
+            )
+        if worker_ids is not None:
+            raise ValueError(
+                f"worker_ids={worker_ids!r}: the HTSCollector's workers all act with the same "
+                "weights (one policy version per batch). Call update_policy_weights_ without "
+                "worker_ids."
+            )
+        if model_id not in (None, "policy"):
+            raise ValueError(
+                f"model_id={model_id!r}: the HTSCollector has one model, 'policy'. Omit "
+                "model_id or pass model_id='policy'."
+            )
+        if weights_dict is not None and (model_id is not None or set(weights_dict) != {"policy"}):
+            raise ValueError(
+                "weights_dict must be {'policy': weights} (the HTSCollector's one model) and "
+                f"excludes model_id; got keys {sorted(map(str, weights_dict))}."
+            )
+        from_dict = None if weights_dict is None else weights_dict["policy"]
+        given = [s for s in (policy_or_weights, weights, policy, from_dict) if s is not None]
+        if len(given) > 1:
+            raise ValueError(
+                "Give the weights once: positionally, or as weights=, policy= or weights_dict=."
+            )
+        source = given[0] if given else self._policy
         if isinstance(source, nn.Module):
             staged = TensorDict.from_module(source)
         elif isinstance(source, TensorDictBase):
             staged = source
+        elif isinstance(source, dict) and source and all(isinstance(k, int) for k in source):
+            raise ValueError(
+                "Per-worker weights ({worker index: weights}) are not supported: the "
+                "HTSCollector's workers all act with the same weights. Pass one set of weights."
+            )
         else:
             staged = TensorDict(dict(source)).unflatten_keys(".")
         self._staged_weights = staged.data.detach().clone()
@@ -299,11 +336,34 @@ class HTSCollector(BaseCollector):
         return self._policy_version
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed every replica's env and action noise from ``seed`` (before the first batch).
+
+        Replica ``i`` gets seeds drawn from ``(seed, global index of i)``, so no two replicas
+        share a seed; TorchRL's ``static_seed=True`` (every env the same seed) would make them
+        identical, and is refused. Returns, as TorchRL's collectors do, the seed of the last
+        env.
+
+        Example:
+            >>> from functools import partial
+            >>> from hts_lightning import CountingEnv
+            >>> from tensordict.nn import TensorDictModule
+            >>> policy = TensorDictModule(torch.nn.Linear(1, 1), ["observation"], ["action"])
+            >>> collector = HTSCollector(partial(CountingEnv, max_count=4), policy,
+            ...                          num_envs=2, num_workers=0, sync_interval=2)
+            >>> collector.set_seed(1) == collector.set_seed(1)
+            True
+        """
+        if static_seed:
+            raise ValueError(
+                "static_seed=True would give every replica the same seed; the HTSCollector "
+                "seeds each replica from (seed, replica index). Call set_seed(seed)."
+            )
         if self._started:
             raise RuntimeError("HTSCollector.set_seed must be called before the first batch.")
         self._seed = seed
         self._noise_states = None
-        return seed
+        last = self.replica_offset + self.num_envs - 1
+        return replica_seeds(seed, range(last, last + 1))[0][0]
 
     def state_dict(self) -> OrderedDict:
         """Everything a new collector needs to go on exactly where this one is.
@@ -385,9 +445,30 @@ class HTSCollector(BaseCollector):
     def shutdown(
         self, timeout: float | None = None, close_env: bool = True, raise_on_error: bool = True
     ) -> None:
-        """Stop the collection thread and the worker processes; idempotent."""
-        if self._finalizer is not None:
+        """Stop the collection thread and the worker processes; idempotent.
+
+        TorchRL's arguments: ``raise_on_error=False`` swallows an error while stopping.
+        ``timeout`` must be ``None``: the workers get a fixed bound (5 s each to close their
+        envs, then they are killed), so shutdown never hangs but its bound cannot be chosen.
+        ``close_env`` must be ``True``: the envs live in the processes that shutdown ends.
+        """
+        if timeout is not None:
+            raise ValueError(
+                f"timeout={timeout!r}: the HTSCollector stops its workers within a fixed bound "
+                "(5 s each, then killed); call shutdown() without a timeout."
+            )
+        if not close_env:
+            raise ValueError(
+                "close_env=False: the HTSCollector's envs live in its worker processes, which "
+                "shutdown ends. Call shutdown() (close_env=True)."
+            )
+        if self._finalizer is None:
+            return
+        try:
             self._finalizer()
+        except Exception:
+            if raise_on_error:
+                raise
 
     def __len__(self) -> int:
         if self.total_frames > 0:

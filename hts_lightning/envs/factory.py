@@ -7,6 +7,7 @@ from functools import partial
 
 from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
 
+from hts_lightning.choices import check_env_backend
 from hts_lightning.envs._registry import check_env_id, check_football_scenario
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
@@ -32,9 +33,6 @@ def make_counting_env(**env_kwargs) -> TransformedEnv:
     return TransformedEnv(CountingEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
 
 
-ENV_BACKENDS = ("python", "envpool")
-
-
 def env_factory(env_id: str, *, backend: str = "python", **env_kwargs) -> Callable[[], EnvBase]:
     """A picklable factory for ``env_id``, checked now (before any process starts).
 
@@ -54,8 +52,7 @@ def env_factory(env_id: str, *, backend: str = "python", **env_kwargs) -> Callab
         >>> make().action_spec.shape
         torch.Size([2])
     """
-    if backend not in ENV_BACKENDS:
-        raise ValueError(f"env backend must be one of {ENV_BACKENDS}, got {backend!r}")
+    check_env_backend(backend)
     if backend == "envpool":
         return envpool_factory(env_id, **env_kwargs)
     if env_id == LATENCY_ENV_ID:

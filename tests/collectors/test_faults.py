@@ -43,11 +43,8 @@ def test_env_exception_reaches_consumer_with_replica_and_traceback(num_workers):
     envs = [partial(CountingEnv, max_count=100)] * 4
     envs[3] = partial(CountingEnv, max_count=100, fail_at=5)
     collector = _collector(envs, num_workers=num_workers)
-    start = time.monotonic()
     with pytest.raises(EnvReplicaError) as info:
-        for _ in collector:
-            pass
-    assert time.monotonic() - start < 10
+        next(iter(collector))  # the failure is in the first batch: it is that batch's error
     assert info.value.replica == 3
     assert "failing on purpose at count 5" in str(info.value)
     assert "Traceback" in info.value.env_traceback
@@ -71,18 +68,20 @@ def test_env_that_fails_to_build_names_its_replica():
         _collector(envs)  # the probe env is built before any process starts
 
 
-def test_killed_worker_is_detected_within_ten_seconds():
+def test_killed_worker_is_detected_at_the_next_batch_boundary():
     collector = _collector([partial(CountingEnv, max_count=100, max_delay=0.01)] * 4)
     iterator = iter(collector)
     next(iterator)
     workers = worker_processes()
     assert len(workers) == 2
     os.kill(workers[1].pid, signal.SIGKILL)
-    start = time.monotonic()
+    yielded = 0
     with pytest.raises(WorkerDiedError) as info:
-        for _ in range(100):
+        for _ in range(100):  # bounded: a missed death fails here instead of hanging
             next(iterator)
-    assert time.monotonic() - start < 10
+            yielded += 1
+    # At most the batch in flight at the kill, if it was complete, comes out; then the error.
+    assert yielded <= 1
     assert info.value.worker == 1 and info.value.replicas == [2, 3]
     assert info.value.exitcode == -signal.SIGKILL
     assert info.value.shifted(4).replicas == [6, 7]
