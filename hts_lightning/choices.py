@@ -3,6 +3,10 @@
 This is the one place where a set is spelled out: the modules, the collectors and the
 benchmarks' command lines (``choices=get_args(CollectorKind)``) take it from here. Each check
 names the bad value, the allowed ones and what to do.
+
+Example:
+    >>> check_collector_kind("multi_sync")
+    'multi_sync'
 """
 
 from __future__ import annotations
@@ -26,88 +30,56 @@ GradientMode = Literal["delayed", "current"]
 LrSchedule = Literal["constant", "linear"]
 
 
-def _check(name: str, value, choices, fix: str):
+def _checker(name: str, choices, fix: str):
+    """The check of one choice set: the value, else a ``ValueError`` naming it, the allowed
+    values and ``fix``."""
     allowed = get_args(choices)
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}. {fix}")
-    return value
+
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}. {fix}")
+        return value
+
+    check.__name__ = check.__qualname__ = f"check_{name.replace(' ', '_')}"
+    check.__doc__ = f"``value`` if it is one of {allowed}, else a ``ValueError`` naming them."
+    return check
 
 
-def check_collector_kind(kind: str) -> CollectorKind:
-    """``kind`` if it is a :data:`CollectorKind`, else a ``ValueError`` naming the choices.
-
-    Example:
-        >>> check_collector_kind("multi_sync")
-        'multi_sync'
-    """
-    return _check(
-        "collector",
-        kind,
-        CollectorKind,
-        "'hts' is the HTSCollector; the others are TorchRL's collectors, for comparisons.",
-    )
-
-
-def check_inference_mode(inference: str) -> InferenceMode:
-    """``inference`` if it is an :data:`InferenceMode`, else a ``ValueError``."""
-    return _check(
-        "inference",
-        inference,
-        InferenceMode,
-        "Use 'workers' (CPU: workers act for their replicas), 'main' (one batched loop, for a "
-        "GPU) or 'auto'.",
-    )
-
-
-def check_backend(backend: str) -> Backend:
-    """``backend`` if it is a :data:`Backend`, else a ``ValueError``."""
-    return _check(
-        "backend",
-        backend,
-        Backend,
-        "Use 'python' (TorchRL envs in worker processes), 'envpool' (an EnvpoolFactory's "
-        "native pool) or 'auto' (from the env factory).",
-    )
-
-
-def check_env_backend(backend: str) -> EnvBackend:
-    """``backend`` if it is an :data:`EnvBackend`, else a ``ValueError``."""
-    return _check(
-        "env backend",
-        backend,
-        EnvBackend,
-        "Use 'python' (TorchRL envs) or 'envpool' (envpool's C++ envs; Linux x86-64).",
-    )
-
-
-def check_on_env_error(on_env_error: str) -> OnEnvError:
-    """``on_env_error`` if it is an :data:`OnEnvError`, else a ``ValueError``."""
-    return _check(
-        "on_env_error",
-        on_env_error,
-        OnEnvError,
-        "Use 'raise' (stop at an env error) or 'restart' (re-create the replica's env).",
-    )
-
-
-def check_gradient_mode(gradient_mode: str) -> GradientMode:
-    """``gradient_mode`` if it is a :data:`GradientMode`, else a ``ValueError``."""
-    return _check(
-        "gradient_mode",
-        gradient_mode,
-        GradientMode,
-        "Use 'delayed' (at the behaviour parameters) or 'current' (at the current ones).",
-    )
-
-
-def check_lr_schedule(lr_schedule: str) -> LrSchedule:
-    """``lr_schedule`` if it is an :data:`LrSchedule`, else a ``ValueError``."""
-    return _check(
-        "lr_schedule",
-        lr_schedule,
-        LrSchedule,
-        "Use 'constant' or 'linear' (decay to 0 over total_frames).",
-    )
+check_collector_kind = _checker(
+    "collector",
+    CollectorKind,
+    "'hts' is the HTSCollector; the others are TorchRL's collectors, for comparisons.",
+)
+check_inference_mode = _checker(
+    "inference",
+    InferenceMode,
+    "Use 'workers' (CPU: workers act for their replicas), 'main' (one batched loop, for a GPU) "
+    "or 'auto'.",
+)
+check_backend = _checker(
+    "backend",
+    Backend,
+    "Use 'python' (TorchRL envs in worker processes), 'envpool' (an EnvpoolFactory's native "
+    "pool) or 'auto' (from the env factory).",
+)
+check_env_backend = _checker(
+    "env backend",
+    EnvBackend,
+    "Use 'python' (TorchRL envs) or 'envpool' (envpool's C++ envs; Linux x86-64).",
+)
+check_on_env_error = _checker(
+    "on_env_error",
+    OnEnvError,
+    "Use 'raise' (stop at an env error) or 'restart' (re-create the replica's env).",
+)
+check_gradient_mode = _checker(
+    "gradient_mode",
+    GradientMode,
+    "Use 'delayed' (at the behaviour parameters) or 'current' (at the current ones).",
+)
+check_lr_schedule = _checker(
+    "lr_schedule", LrSchedule, "Use 'constant' or 'linear' (decay to 0 over total_frames)."
+)
 
 
 def check_replicas_per_worker(num_envs: int, num_workers: int) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import statistics
 from collections import deque
 
-import torch
 from lightning import Callback, LightningModule, Trainer
+
+from hts_lightning.ranks import episode_end_values
 
 __all__ = ["EpisodeEndMetric"]
 
@@ -28,12 +29,16 @@ class EpisodeEndMetric(Callback):
               init_args: {key: goal_difference, name: rollout/goal_difference}
 
     Example:
+        >>> from types import SimpleNamespace
+        >>> import torch
         >>> from tensordict import TensorDict
+        >>> from hts_lightning.ranks import episode_end_values
         >>> metric = EpisodeEndMetric(key="goal_difference", name="rollout/goal_difference")
         >>> batch = TensorDict({"next": {
         ...     "done": torch.tensor([[False], [True], [True]]),
         ...     "goal_difference": torch.tensor([[0.0], [1.0], [-1.0]])}}, [3])
-        >>> metric.values(batch)
+        >>> module = SimpleNamespace(trainer=SimpleNamespace(world_size=1))
+        >>> episode_end_values(module, batch, metric.key)  # what it logs the mean of
         tensor([ 1., -1.])
     """
 
@@ -48,24 +53,11 @@ class EpisodeEndMetric(Callback):
         self.window = window
         self.recent: deque[float] = deque(maxlen=window)
 
-    def values(self, batch) -> torch.Tensor:
-        """The values of ``key`` where an episode ended in ``batch`` (1-d)."""
-        done = batch["next", "done"].squeeze(-1)
-        return batch["next", self.key].squeeze(-1)[done].float()
-
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int
     ) -> None:
-        if ("next", self.key) not in batch.keys(True):
-            return
-        values = self.values(batch)
-        if trainer.world_size > 1:
-            # Pad to one size so every rank's episodes can be gathered.
-            padded = values.new_full((batch.numel(),), torch.nan)
-            padded[: values.numel()] = values
-            gathered = pl_module.all_gather(padded).reshape(-1)
-            values = gathered[~gathered.isnan()]
-        if not values.numel():
+        values = episode_end_values(pl_module, batch, self.key)  # of every rank
+        if values is None or not values.numel():
             return
         self.recent.extend(values.tolist())
         metrics = {

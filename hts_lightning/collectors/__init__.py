@@ -1,6 +1,14 @@
-"""Collectors: HTSCollector and the errors it raises."""
+"""Collectors: HTSCollector, the errors it raises, and its per-row action sampling (which
+ACKTR's Fisher pass reuses: a sample from a uniform tensor owned by the caller)."""
 
+from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 from hts_lightning.collectors.hts import HTSCollector
 
-__all__ = ["EnvReplicaError", "HTSCollector", "WorkerDiedError"]
+__all__ = [
+    "EnvReplicaError",
+    "HTSCollector",
+    "WorkerDiedError",
+    "noise_width",
+    "sample_from_uniform",
+]

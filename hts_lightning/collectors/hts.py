@@ -289,25 +289,20 @@ class HTSCollector(BaseCollector):
         ``TypeError``.
         """
         if kwargs:
-            raise TypeError(
-                f"HTSCollector.update_policy_weights_ got unexpected arguments {sorted(kwargs)}; "
-                "it takes policy_or_weights, weights, policy, model_id, weights_dict."
-            )
+            raise TypeError(f"update_policy_weights_ got unexpected arguments {sorted(kwargs)}.")
         if worker_ids is not None:
             raise ValueError(
                 f"worker_ids={worker_ids!r}: the HTSCollector's workers all act with the same "
-                "weights (one policy version per batch). Call update_policy_weights_ without "
-                "worker_ids."
+                "weights (one policy version per batch). Call it without worker_ids."
             )
-        if model_id not in (None, "policy"):
+        if model_id not in (None, "policy") or (
+            weights_dict is not None and (model_id is not None or set(weights_dict) != {"policy"})
+        ):
             raise ValueError(
-                f"model_id={model_id!r}: the HTSCollector has one model, 'policy'. Omit "
-                "model_id or pass model_id='policy'."
-            )
-        if weights_dict is not None and (model_id is not None or set(weights_dict) != {"policy"}):
-            raise ValueError(
-                "weights_dict must be {'policy': weights} (the HTSCollector's one model) and "
-                f"excludes model_id; got keys {sorted(map(str, weights_dict))}."
+                f"model_id={model_id!r}, weights_dict keys "
+                f"{None if weights_dict is None else sorted(map(str, weights_dict))}: the "
+                "HTSCollector has one model, 'policy'. Omit model_id, or pass weights_dict="
+                "{'policy': weights} alone."
             )
         from_dict = None if weights_dict is None else weights_dict["policy"]
         given = [s for s in (policy_or_weights, weights, policy, from_dict) if s is not None]

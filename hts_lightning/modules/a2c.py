@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.objectives import A2CLoss, LossModule
+from torchrl.objectives import A2CLoss
 
 from hts_lightning.modules.on_policy import OnPolicyModule
 
@@ -27,14 +27,17 @@ class A2C(OnPolicyModule):
         (2, 64)
     """
 
-    def make_loss(self) -> LossModule:
-        return A2CLoss(
-            self.actor,
-            self.critic_head,
-            entropy_coeff=self.hparams.entropy_coef,
-            critic_coeff=self.hparams.value_coef,
-            loss_critic_type="l2",
-            functional=False,  # the modules' own parameters: no per-call parameter swap
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.use_loss(
+            A2CLoss(
+                self.actor,
+                self.critic_head,
+                entropy_coeff=self.hparams.entropy_coef,
+                critic_coeff=self.hparams.value_coef,
+                loss_critic_type="l2",
+                functional=False,  # the modules' own parameters: no per-call parameter swap
+            )
         )
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
+from hts_lightning.collectors import noise_width, sample_from_uniform
 from hts_lightning.modules.a2c import A2C
 from hts_lightning.optim import KFAC
 
@@ -92,7 +92,7 @@ class ACKTR(A2C):
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         flat = batch.reshape(-1)
-        with self.parameters_at(self._gradient_version):
+        with self.gradient_parameters():
             self.fisher_pass(flat)
         self._average_factors()
         out = self.gradient_step(flat)
@@ -118,11 +118,12 @@ class ACKTR(A2C):
         """Record K-FAC statistics from the sampled Fisher loss on ``data``."""
         kfac: KFAC = self.optimizers().optimizer
         with kfac.fisher_pass():
-            td = self.model.module[0](data.exclude("features").clone(False))  # shared trunk once
-            dist = self.model.get_policy_head().get_dist(td)
+            # One trunk pass: the actor writes the "features" the value head reads.
+            td = data.exclude("features").clone(False)
+            dist = self.actor.get_dist(td, tensordict_out=td)
             uniform = torch.rand(td.shape[0], noise_width(dist), generator=self._fisher_rng)
             action = sample_from_uniform(dist, uniform.to(td.device))
-            value = self.model.get_value_head()(td)["state_value"]
+            value = self.critic_head(td)["state_value"]
             noise = torch.randn(value.shape, generator=self._fisher_rng).to(value.device)
             target = value.detach() + noise
             fisher_loss = -dist.log_prob(action).mean() + self.hparams.fisher_value_coef * (

@@ -1,8 +1,11 @@
 """The one on-policy training skeleton: batch -> advantages -> update -> weights back out.
 
-Algorithms subclass :class:`OnPolicyModule` and override :meth:`make_loss` and
-:meth:`update`; collection, advantages, the delayed gradient, weight publication and metrics
-live here once.
+Algorithms subclass :class:`OnPolicyModule`, hand it their TorchRL loss with :meth:`use_loss`
+at the end of their ``__init__`` (where their own arguments are known) and override
+:meth:`update`. The collector is a :class:`~hts_lightning.modules.collection.CollectionBinding`,
+the delayed gradient's weights :class:`~hts_lightning.modules.behaviour.BehaviourParameters`,
+statistics over ranks :mod:`~hts_lightning.ranks`; advantages, the skeleton, metrics
+and checkpoints live here once.
 """
 
 from __future__ import annotations
@@ -11,28 +14,26 @@ import os
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from typing import Literal
 
 import torch
 from lightning import Callback, LightningModule
 from tensordict import TensorDictBase
-from torchrl.collectors import BaseCollector
 from torchrl.objectives import LossModule, ValueEstimators
 
-from hts_lightning.collectors.baselines import COLLECTOR_KINDS, make_collector
-from hts_lightning.collectors.hts import HTSCollector
+from hts_lightning import choices
+from hts_lightning.choices import (
+    CollectorKind,
+    EnvBackend,
+    GradientMode,
+    InferenceMode,
+    LrSchedule,
+    OnEnvError,
+)
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
-
-GradientMode = Literal["delayed", "current"]
-
-
-@torch.no_grad()
-def _copy_into(parameters: dict[str, torch.nn.Parameter], values: dict[str, torch.Tensor]) -> None:
-    for name, parameter in parameters.items():
-        parameter.copy_(values[name])
+from hts_lightning.modules.behaviour import BehaviourParameters
+from hts_lightning.modules.collection import CollectionBinding
+from hts_lightning.ranks import episode_end_values, mean_over_ranks, standardized
 
 
 def explained_variance(value: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -115,11 +116,11 @@ class OnPolicyModule(LightningModule):
         sync_interval: int = 128,
         total_frames: int | None = None,
         seed: int | None = None,
-        collector: str = "hts",
+        collector: CollectorKind = "hts",
         hidden_sizes: tuple[int, ...] = (64, 64),
         shared_trunk: bool = True,
         lr: float = 3e-4,
-        lr_schedule: Literal["constant", "linear"] = "constant",
+        lr_schedule: LrSchedule = "constant",
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
         entropy_coef: float = 0.01,
@@ -128,31 +129,24 @@ class OnPolicyModule(LightningModule):
         normalize_advantage: bool = False,
         gradient_mode: GradientMode | None = None,
         inference_device: str | None = None,
-        inference: str = "auto",
-        on_env_error: Literal["raise", "restart"] = "raise",
-        env_backend: Literal["python", "envpool"] = "python",
+        inference: InferenceMode = "auto",
+        on_env_error: OnEnvError = "raise",
+        env_backend: EnvBackend = "python",
     ):
         super().__init__()
-        gradient_mode = gradient_mode or self.default_gradient_mode
-        if gradient_mode not in ("delayed", "current"):
-            raise ValueError(f"gradient_mode must be 'delayed' or 'current', got {gradient_mode!r}")
-        if collector not in COLLECTOR_KINDS:
-            raise ValueError(f"collector must be one of {COLLECTOR_KINDS}, got {collector!r}")
-        if on_env_error not in ("raise", "restart"):
-            raise ValueError(f"on_env_error must be 'raise' or 'restart', got {on_env_error!r}")
+        self.gradient_mode = choices.check_gradient_mode(
+            gradient_mode or self.default_gradient_mode
+        )
+        choices.check_collector_kind(collector)
+        choices.check_inference_mode(inference)
+        choices.check_on_env_error(on_env_error)
+        choices.check_lr_schedule(lr_schedule)
+        choices.check_replicas_per_worker(num_envs, num_workers)
         if on_env_error == "restart" and collector != "hts":
             raise ValueError(
                 f"on_env_error='restart' needs collector='hts': TorchRL's collectors "
                 f"({collector!r}) stop at an env error. Use collector='hts' or "
                 "on_env_error='raise'."
-            )
-        if lr_schedule not in ("constant", "linear"):
-            raise ValueError(f"lr_schedule must be 'constant' or 'linear', got {lr_schedule!r}")
-        if num_workers and num_envs % num_workers:
-            raise ValueError(
-                f"num_envs={num_envs} is not divisible by num_workers={num_workers}: every "
-                "worker process steps the same number of replicas. Choose num_workers among "
-                "the divisors of num_envs."
             )
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
@@ -160,7 +154,6 @@ class OnPolicyModule(LightningModule):
         # The seed in force replaces None in the saved (and logged) hyperparameters.
         seed = run_seed(seed)
         self.save_hyperparameters({"seed": seed})
-        self.gradient_mode = gradient_mode
         self.create_env = env_factory(env_id, backend=env_backend, **(env_kwargs or {}))
         probe = self.create_env()
         torch.manual_seed(seed)
@@ -177,151 +170,54 @@ class OnPolicyModule(LightningModule):
         # trunk's "features" (TorchRL's advice for shared trunks: one trunk pass, not two).
         # GAE, run on observations and next observations alike, needs the whole critic.
         self.critic_head = self.model.get_value_head()
-        self.loss_module = self.make_loss()
-        self.loss_module.make_value_estimator(
-            ValueEstimators.GAE, gamma=gamma, lmbda=gae_lambda, value_network=self.critic
+        self.collection = CollectionBinding(
+            kind=collector,
+            create_env=self.create_env,
+            policy=self.actor,
+            num_envs=num_envs,
+            num_workers=num_workers,
+            sync_interval=sync_interval,
+            seed=seed,
+            device=inference_device,
+            inference=inference,
+            on_env_error=on_env_error,
         )
         self.automatic_optimization = False
         self.frames_per_batch = num_envs * sync_interval
         self.updates = 0
         self.frames = 0
         self.recent_returns: deque[float] = deque(maxlen=20)
-        # Snapshots of the sent parameters by policy version, and the collector: kept out of the
-        # module tree on purpose (not trained, not checkpointed as weights, unseen by DDP).
-        self.__dict__["_behaviour"] = {}
-        self.__dict__["_collector"] = None
-        self._gradient_version = 0
-        self._version_offset = 0
-        self._collector_state_to_load = None
-        self._remember_sent_weights()
+        #: The policy version whose parameters this update's gradient is taken at.
+        self.gradient_version = 0
+        self.loss_module: LossModule | None = None
 
-    # --- to override -----------------------------------------------------------------------
+    # --- for the algorithms ----------------------------------------------------------------
 
-    def make_loss(self) -> LossModule:
-        """The TorchRL loss of this algorithm over ``self.actor`` and ``self.critic_head``
-        (the loss runs the actor first: the head reads the trunk's ``"features"``)."""
-        raise NotImplementedError
+    def use_loss(self, loss: LossModule) -> None:
+        """Train with ``loss`` (a TorchRL loss over :attr:`actor` and :attr:`critic_head`; it
+        runs the actor first, so the head reads the trunk's ``"features"``), its advantages
+        from GAE with the module's ``gamma`` and ``gae_lambda``. Algorithms call it at the end
+        of their ``__init__``."""
+        self.loss_module = loss
+        loss.make_value_estimator(
+            ValueEstimators.GAE,
+            gamma=self.hparams.gamma,
+            lmbda=self.hparams.gae_lambda,
+            value_network=self.critic,
+        )
+        self.behaviour = BehaviourParameters(loss)
+        self.behaviour.remember(self.updates)
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         """Change the parameters using ``batch`` (advantages already in it), by calls to
         :meth:`gradient_step`. Returns detached diagnostics to log under ``train/``."""
         raise NotImplementedError
 
-    # --- the skeleton ----------------------------------------------------------------------
-
-    #: Optimizer steps per batch (one update); PPO overrides it.
-    optimizer_steps_per_update: int = 1
-
-    def collection_frames(self) -> int:
-        """Frames to collect: ``total_frames``, else enough batches for ``trainer.max_steps``.
-
-        The collector handed to Lightning must have a length: for an iterable without one,
-        Lightning fetches a batch ahead of the training step, so the weights of update k would
-        reach the collector after batch k+1 is handed out, and the policy lag would become 2.
-        """
-        if self.hparams.total_frames is not None:
-            return self.hparams.total_frames
-        max_steps = self.trainer.max_steps if self._trainer is not None else -1
-        if max_steps is None or max_steps < 0:
-            raise ValueError(
-                "Bound the run: set model total_frames (env frames) or trainer max_steps "
-                "(optimizer steps). An unbounded collector would let Lightning fetch a batch "
-                "ahead and the policy lag would become 2."
-            )
-        updates = -(-max_steps // self.optimizer_steps_per_update)
-        return updates * self.frames_per_batch
-
-    def shard(self) -> tuple[int, int]:
-        """(replicas of this rank, global index of its first replica): under a DDP strategy
-        each rank collects ``num_envs / world_size`` of the ``num_envs`` replicas."""
-        world = self.trainer.world_size if self._trainer is not None else 1
-        local = self.hparams.num_envs // world
-        return local, self.global_rank * local
-
-    def setup(self, stage: str) -> None:
-        world = self.trainer.world_size
-        if self.hparams.num_envs % world:
-            raise ValueError(
-                f"num_envs={self.hparams.num_envs} is not divisible by the {world} ranks "
-                "(devices x num_nodes): every rank collects num_envs / ranks replicas. Choose "
-                "num_envs as a multiple of the number of ranks."
-            )
-
-    def train_dataloader(self) -> Iterable[TensorDictBase]:
-        # A new collector counts policy versions from 0 with the weights it is given now (the
-        # trained ones on a second fit), or from its restored state on resume:
-        # ``_behaviour_version`` maps its versions onto our update count.
-        self._version_offset = self.updates
-        self._remember_sent_weights()
-        local_envs, replica_offset = self.shard()
-        self.__dict__["_collector"] = make_collector(
-            self.hparams.collector,
-            self.create_env,
-            self.actor,
-            num_envs=local_envs,
-            num_workers=self.hparams.num_workers,
-            sync_interval=self.hparams.sync_interval,
-            total_frames=(
-                num_updates(self.collection_frames(), self.frames_per_batch)
-                * local_envs
-                * self.hparams.sync_interval
-            ),
-            seed=self.hparams.seed,
-            device=self.hparams.inference_device,
-            inference=self.hparams.inference,
-            replica_offset=replica_offset,
-            on_env_error=self.hparams.on_env_error,
-        )
-        if self._collector_state_to_load is not None:
-            self._load_collector_state(self._collector_state_to_load)
-            self._collector_state_to_load = None
-        return _CollectorLoader(self._collector)
-
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        """The optimizer of the loss parameters (Adam); ACKTR overrides it with K-FAC."""
-        # Fused: one kernel for all parameters (a 4.7k-parameter MLP's step: 0.47 -> 0.14 ms).
-        return torch.optim.Adam(
-            self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5, fused=True
-        )
-
-    def configure_optimizers(self):
-        optimizer = self.make_optimizer()
-        total = num_updates(self.hparams.total_frames, self.frames_per_batch)
-        if self.hparams.lr_schedule == "linear":
-            scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda update: max(1.0 - update / total, 0.0)
-            )
-            return [optimizer], [scheduler]
-        return optimizer
-
-    def on_train_start(self) -> None:
-        self._started = time.perf_counter()
-        self._last_step_end = self._started
-
-    def training_step(self, batch: TensorDictBase, batch_idx: int) -> None:
-        waited = time.perf_counter() - self._last_step_end
-        start = time.perf_counter()
-        batch = batch.reshape(-1, batch.shape[-1]).to(self.device)
-        behaviour_version = self._behaviour_version(batch)
-        delayed = self.gradient_mode == "delayed" and behaviour_version is not None
-        self._gradient_version = behaviour_version if delayed else self.updates
-        with torch.no_grad(), self.parameters_at(self._gradient_version):
-            self.loss_module.value_estimator(batch)
-        if self.hparams.normalize_advantage:
-            batch["advantage"] = self._normalized(batch["advantage"])
-        diagnostics = self.update(batch)
-        diagnostics["explained_variance"] = explained_variance(
-            batch["state_value"], batch["value_target"]
-        )
-        scheduler = self.lr_schedulers()
-        if scheduler is not None:
-            scheduler.step()
-        self.updates += 1
-        self._remember_sent_weights()
-        if self._collector is not None:
-            self._collector.update_policy_weights_()
-        self._log_step(batch, diagnostics, behaviour_version, waited, start)
-        self._last_step_end = time.perf_counter()
+    def gradient_parameters(self):
+        """A context in which the parameters are those this update's gradient is taken at
+        (:attr:`gradient_version`'s: the behaviour parameters for ``"delayed"``, the current
+        ones for ``"current"``); the current ones come back on exit, gradients stay on them."""
+        return self.behaviour.at(self.gradient_version, current=self.updates)
 
     def gradient_step(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
         """One optimizer step on ``data``: the loss and its gradient are taken at the parameters
@@ -329,7 +225,7 @@ class OnPolicyModule(LightningModule):
         parameters. Returns the detached loss terms and the gradient norm."""
         optimizer = self.optimizers()
         optimizer.zero_grad()
-        with self.parameters_at(self._gradient_version):
+        with self.gradient_parameters():
             losses = self.loss_module(data)
             total = sum(v for k, v in losses.items() if k.startswith("loss_"))
             self.manual_backward(total)
@@ -350,93 +246,108 @@ class OnPolicyModule(LightningModule):
         out["grad_norm"] = norm.detach()
         return out
 
-    @contextmanager
-    def parameters_at(self, version: int) -> Iterator[None]:
-        """Run the block with the parameters of ``version`` in place of the current ones.
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of the loss parameters (Adam); ACKTR overrides it with K-FAC."""
+        # Fused: one kernel for all parameters (a 4.7k-parameter MLP's step: 0.47 -> 0.14 ms).
+        return torch.optim.Adam(
+            self.loss_module.parameters(), lr=self.hparams.lr, eps=1e-5, fused=True
+        )
 
-        The current values come back on exit, so gradients computed inside are gradients at
-        ``version``'s parameters, stored on the current parameters' ``.grad``.
+    #: Optimizer steps per batch (one update); PPO overrides it.
+    optimizer_steps_per_update: int = 1
+
+    # --- the skeleton ----------------------------------------------------------------------
+
+    def collection_frames(self) -> int:
+        """Frames to collect: ``total_frames``, else enough batches for ``trainer.max_steps``.
+
+        The collector handed to Lightning must have a length: for an iterable without one,
+        Lightning fetches a batch ahead of the training step, so the weights of update k would
+        reach the collector after batch k+1 is handed out, and the policy lag would become 2.
         """
-        if version == self.updates:
-            yield
-            return
-        snapshots = self.__dict__["_behaviour"]
-        if version not in snapshots:
-            raise RuntimeError(
-                f"No snapshot of policy version {version} (current {self.updates}): the "
-                "collector ran more than one update behind."
+        if self.hparams.total_frames is not None:
+            return self.hparams.total_frames
+        max_steps = self.trainer.max_steps if self._trainer is not None else -1
+        if max_steps is None or max_steps < 0:
+            raise ValueError(
+                "Bound the run: set model total_frames (env frames) or trainer max_steps "
+                "(optimizer steps). An unbounded collector would let Lightning fetch a batch "
+                "ahead and the policy lag would become 2."
             )
-        parameters = dict(self.loss_module.named_parameters())
-        current = {name: p.detach().clone() for name, p in parameters.items()}
-        _copy_into(parameters, snapshots[version])
-        try:
-            yield
-        finally:
-            _copy_into(parameters, current)
+        updates = -(-max_steps // self.optimizer_steps_per_update)
+        return updates * self.frames_per_batch
 
-    # --- internals -------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        if self.loss_module is None:
+            raise TypeError(
+                f"{type(self).__name__} has no loss: call self.use_loss(...) at the end of "
+                "its __init__."
+            )
+        self.collection.check_ranks(self.trainer.world_size)
 
-    def _behaviour_version(self, batch: TensorDictBase) -> int | None:
-        if "policy_version" not in batch:
-            return None  # a TorchRL baseline: its lag is not recorded
-        versions = batch["policy_version"]
-        low, high = int(versions.min()), int(versions.max())
-        if low != high:
-            raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
-        # The collector counts the weights sent to it, we count updates: both advance by one
-        # per update, so their difference maps its versions onto ours (for a fresh collector
-        # and for one whose state Lightning restored on resume alike).
-        sent = getattr(self._collector, "policy_version", None)
-        offset = self._version_offset if sent is None else self.updates - sent
-        return low + offset
+    def train_dataloader(self):
+        # A new collector counts policy versions from 0 with the weights it is given now (the
+        # trained ones on a second fit), or from its restored state on resume.
+        self.behaviour.remember(self.updates)
+        return self.collection.start(
+            batches=num_updates(self.collection_frames(), self.frames_per_batch),
+            updates=self.updates,
+            world_size=self.trainer.world_size,
+            rank=self.global_rank,
+        )
 
-    def _normalized(self, advantage: torch.Tensor) -> torch.Tensor:
-        """Advantages standardized over the batch of every rank (all ranks' shards)."""
-        world = self.trainer.world_size
-        if world == 1:
-            return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        moments = torch.stack([advantage.mean(), advantage.pow(2).mean()])
-        mean, square = self.trainer.strategy.reduce(moments, reduce_op="mean")
-        count = advantage.numel() * world
-        std = ((square - mean**2).clamp_min(0) * count / (count - 1)).sqrt()
-        return (advantage - mean) / (std + 1e-8)
+    def configure_optimizers(self):
+        optimizer = self.make_optimizer()
+        total = num_updates(self.hparams.total_frames, self.frames_per_batch)
+        if self.hparams.lr_schedule == "linear":
+            scheduler = torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda update: max(1.0 - update / total, 0.0)
+            )
+            return [optimizer], [scheduler]
+        return optimizer
 
-    def _gathered(self, values: torch.Tensor) -> torch.Tensor:
-        """``values`` (1-d, length up to one rank's batch) of every rank, in rank order."""
-        if self.trainer.world_size == 1:
-            return values
-        padded = values.new_full((self.frames_per_batch // self.trainer.world_size,), torch.nan)
-        padded[: values.numel()] = values
-        gathered = self.all_gather(padded).reshape(-1)
-        return gathered[~gathered.isnan()]
+    def on_train_start(self) -> None:
+        self._started = time.perf_counter()
+        self._last_step_end = self._started
 
-    def _remember_sent_weights(self) -> None:
-        snapshot = {n: p.detach().clone() for n, p in self.loss_module.named_parameters()}
-        behaviour = self.__dict__["_behaviour"]
-        behaviour[self.updates] = snapshot
-        for version in [v for v in behaviour if v < self.updates - 1]:
-            del behaviour[version]
+    def training_step(self, batch: TensorDictBase, batch_idx: int) -> None:
+        waited = time.perf_counter() - self._last_step_end
+        start = time.perf_counter()
+        batch = batch.reshape(-1, batch.shape[-1]).to(self.device)
+        behaviour_version = self.collection.behaviour_version(batch, updates=self.updates)
+        delayed = self.gradient_mode == "delayed" and behaviour_version is not None
+        self.gradient_version = behaviour_version if delayed else self.updates
+        with torch.no_grad(), self.gradient_parameters():
+            self.loss_module.value_estimator(batch)
+        if self.hparams.normalize_advantage:
+            batch["advantage"] = standardized(self, batch["advantage"])
+        diagnostics = self.update(batch)
+        diagnostics["explained_variance"] = explained_variance(
+            batch["state_value"], batch["value_target"]
+        )
+        scheduler = self.lr_schedulers()
+        if scheduler is not None:
+            scheduler.step()
+        self.updates += 1
+        self.behaviour.remember(self.updates)
+        self.collection.send_weights()
+        self._log_step(batch, diagnostics, behaviour_version, waited, start)
+        self._last_step_end = time.perf_counter()
 
     def _log_step(self, batch, diagnostics, behaviour_version, waited, start) -> None:
         # Every rank sees the same numbers: frames, episodes and losses of all shards.
         world = self.trainer.world_size
         self.frames += batch.numel() * world
-        done = batch["next", "done"].squeeze(-1)
         names = sorted(diagnostics)
-        means = torch.stack([diagnostics[k].float().mean() for k in names])
-        if world > 1:
-            means = self.trainer.strategy.reduce(means, reduce_op="mean")
+        means = mean_over_ranks(self, torch.stack([diagnostics[k].float().mean() for k in names]))
         metrics = {f"train/{k}": v for k, v in zip(names, means)}
-        keys = batch.keys(True)
-        if ("next", "episode_reward") in keys:
-            returns = self._gathered(batch["next", "episode_reward"].squeeze(-1)[done].float())
-            if returns.numel():
-                self.recent_returns.extend(returns.tolist())
-                metrics["rollout/episode_return"] = returns.mean()
-            if ("next", "step_count") in keys:
-                lengths = self._gathered(batch["next", "step_count"].squeeze(-1)[done].float())
-                if lengths.numel():
-                    metrics["rollout/episode_length"] = lengths.mean()
+        returns = episode_end_values(self, batch, "episode_reward")
+        if returns is not None and returns.numel():
+            self.recent_returns.extend(returns.tolist())
+            metrics["rollout/episode_return"] = returns.mean()
+            lengths = episode_end_values(self, batch, "step_count")
+            if lengths is not None:
+                metrics["rollout/episode_length"] = lengths.mean()
         if self.recent_returns:
             metrics["rollout/return_last_20"] = statistics.fmean(self.recent_returns)
         elapsed = time.perf_counter() - self._started
@@ -446,7 +357,7 @@ class OnPolicyModule(LightningModule):
             # Updates done before this batch's step, minus the version that collected it.
             metrics["perf/policy_lag"] = float(self.updates - 1 - behaviour_version)
         if self.hparams.on_env_error == "restart":
-            restarts = torch.tensor(float(self._collector.env_restarts))
+            restarts = torch.tensor(float(self.collection.env_restarts))
             if world > 1:
                 restarts = self.trainer.strategy.reduce(restarts, reduce_op="sum")
             metrics["collector/env_restarts"] = restarts
@@ -477,10 +388,10 @@ class OnPolicyModule(LightningModule):
             "frames": self.frames,
             "recent_returns": list(self.recent_returns),
             # The sent parameters the delayed gradient of the next batch may need.
-            "behaviour_parameters": dict(self.__dict__["_behaviour"]),
+            "behaviour_parameters": self.behaviour.state_dict(),
             "torch_rng_state": torch.get_rng_state(),
         }
-        checkpoint["hts_collector"] = self._collector_state()
+        checkpoint["hts_collector"] = self.collection.state_dict(self.trainer.world_size)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         progress = checkpoint.get("hts_progress")
@@ -489,67 +400,13 @@ class OnPolicyModule(LightningModule):
             self.frames = progress["frames"]
             self.recent_returns.clear()
             self.recent_returns.extend(progress["recent_returns"])
-            self.__dict__["_behaviour"] = dict(progress["behaviour_parameters"])
+            self.behaviour.load_state_dict(progress["behaviour_parameters"])
             if "torch_rng_state" in progress:
                 torch.set_rng_state(progress["torch_rng_state"])
-        self._collector_state_to_load = checkpoint.get("hts_collector")
-
-    def _collector_state(self) -> dict | None:
-        """The collector's state; under DDP, of every rank (saving runs on every rank)."""
-        if self._collector is None:
-            return None
-        state = self._collector.state_dict()
-        world = self.trainer.world_size
-        if world > 1:
-            states: list = [None] * world
-            torch.distributed.all_gather_object(states, state)
-            if isinstance(self._collector, HTSCollector):
-                # One state of all replicas: it restores into any number of ranks.
-                return {"kind": "hts", "state": HTSCollector.merge_state_dicts(states)}
-            return {"kind": "per_rank", "states": states}
-        if isinstance(self._collector, HTSCollector):
-            return {"kind": "hts", "state": state}
-        return {"kind": "per_rank", "states": [state]}
-
-    def _load_collector_state(self, saved: dict) -> None:
-        if saved["kind"] == "hts":
-            self._collector.load_state_dict(saved["state"])
-            return
-        states, world = saved["states"], self.trainer.world_size
-        if len(states) != world:
-            raise ValueError(
-                f"The checkpoint holds the {self.hparams.collector!r} collectors of "
-                f"{len(states)} ranks; resume it with the same number of ranks (got {world})."
-            )
-        self._collector.load_state_dict(states[self.global_rank])
+        self.collection.load_state_dict(checkpoint.get("hts_collector"))
 
     def configure_callbacks(self) -> list[Callback]:
         return [_ShutDownCollector()]
-
-
-class _CollectorLoader:
-    """The collector as Lightning's train dataloader: a sized iterable over its batches.
-
-    Its state lives in the module's checkpoint (every rank's collector, see
-    ``OnPolicyModule.on_save_checkpoint``), not in Lightning's loop state, which holds rank 0's
-    only; it is "stateful" to Lightning with nothing to save, so that Lightning knows the run
-    resumes mid-epoch correctly.
-    """
-
-    def __init__(self, collector: BaseCollector):
-        self.collector = collector
-
-    def __iter__(self) -> Iterator[TensorDictBase]:
-        return iter(self.collector)
-
-    def __len__(self) -> int:
-        return len(self.collector)
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        return None
 
 
 class _ShutDownCollector(Callback):
@@ -559,12 +416,7 @@ class _ShutDownCollector(Callback):
     """
 
     def on_train_end(self, trainer, module: OnPolicyModule) -> None:
-        self._shut_down(module)
+        module.collection.shutdown()
 
     def on_exception(self, trainer, module: OnPolicyModule, exception: BaseException) -> None:
-        self._shut_down(module)
-
-    @staticmethod
-    def _shut_down(module: OnPolicyModule) -> None:
-        if module._collector is not None:
-            module._collector.shutdown()
+        module.collection.shutdown()

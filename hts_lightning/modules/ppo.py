@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.objectives import LossModule
 
 from hts_lightning.modules.on_policy import OnPolicyModule
 from hts_lightning.modules.ppo_loss import LeanClipPPOLoss
@@ -46,20 +45,20 @@ class PPO(OnPolicyModule):
                 f"minibatches={minibatches} must divide num_envs * sync_interval = "
                 f"{self.frames_per_batch}."
             )
+        self.use_loss(
+            LeanClipPPOLoss(
+                self.actor,
+                self.critic_head,
+                clip_epsilon=clip_epsilon,
+                entropy_coeff=self.hparams.entropy_coef,
+                critic_coeff=self.hparams.value_coef,
+                loss_critic_type="l2",
+            )
+        )
 
     @property
     def optimizer_steps_per_update(self) -> int:
         return self.hparams.epochs * self.hparams.minibatches
-
-    def make_loss(self) -> LossModule:
-        return LeanClipPPOLoss(
-            self.actor,
-            self.critic_head,
-            clip_epsilon=self.hparams.get("clip_epsilon", 0.2),
-            entropy_coeff=self.hparams.entropy_coef,
-            critic_coeff=self.hparams.value_coef,
-            loss_critic_type="l2",
-        )
 
     def update(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         # Minibatches carry only what the loss reads: indexing the whole batch copied the

@@ -1,0 +1,182 @@
+"""The training modules' binding to their collector: built, sharded, versioned, checkpointed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from torchrl.collectors import BaseCollector
+from torchrl.envs import EnvBase
+
+from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError
+from hts_lightning.collectors.baselines import make_collector
+from hts_lightning.collectors.hts import HTSCollector
+
+__all__ = ["CollectionBinding"]
+
+
+class CollectionBinding:
+    """The collector a training module learns from, and all the module needs of it, so that
+    the module never needs to know which collector (:data:`~hts_lightning.choices.
+    CollectorKind`, built by :func:`~hts_lightning.collectors.baselines.make_collector`) it
+    drives: this rank's shard, policy versions mapped onto the module's updates, weights sent,
+    env restarts, checkpoint state of every rank.
+
+    Example:
+        >>> from hts_lightning.envs import env_factory
+        >>> from hts_lightning.models import make_actor_critic
+        >>> create_env = env_factory("Counting")
+        >>> probe = create_env()
+        >>> model = make_actor_critic(probe.observation_spec, probe.action_spec)
+        >>> actor = model.get_policy_operator()
+        >>> binding = CollectionBinding(kind="hts", create_env=create_env, policy=actor,
+        ...     num_envs=2, num_workers=0, sync_interval=4, seed=0)
+        >>> loader = binding.start(batches=2, updates=0, world_size=1, rank=0)
+        >>> [binding.behaviour_version(batch, updates=0) for batch in loader]
+        [0, 0]
+    """
+
+    def __init__(
+        self,
+        *,
+        kind: CollectorKind,
+        create_env: Callable[[], EnvBase],
+        policy: TensorDictModuleBase,
+        num_envs: int,
+        num_workers: int,
+        sync_interval: int,
+        seed: int,
+        device: str | None = None,
+        inference: InferenceMode = "auto",
+        on_env_error: OnEnvError = "raise",
+    ):
+        self.kind = kind
+        self._make = dict(
+            create_env_fn=create_env,
+            policy=policy,
+            num_workers=num_workers,
+            sync_interval=sync_interval,
+            seed=seed,
+            device=device,
+            inference=inference,
+            on_env_error=on_env_error,
+        )
+        self.num_envs = num_envs
+        self.sync_interval = sync_interval
+        self.collector: BaseCollector | None = None
+        # A new collector counts policy versions from 0 with the weights it is given (the
+        # trained ones on a second fit): the module's update count then is the offset.
+        self._version_offset = 0
+        self._state_to_load: dict | None = None
+
+    def check_ranks(self, world_size: int) -> None:
+        """Every rank collects ``num_envs / world_size`` replicas: refuse a remainder."""
+        if self.num_envs % world_size:
+            raise ValueError(
+                f"num_envs={self.num_envs} is not divisible by the {world_size} ranks "
+                "(devices x num_nodes): every rank collects num_envs / ranks replicas. Choose "
+                "num_envs as a multiple of the number of ranks."
+            )
+
+    def start(self, *, batches: int, updates: int, world_size: int, rank: int) -> _CollectorLoader:
+        """This rank's collector for ``batches`` batches, ``updates`` updates into training
+        (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader."""
+        self.check_ranks(world_size)
+        local = self.num_envs // world_size
+        self._version_offset = updates
+        self.collector = make_collector(
+            self.kind,
+            num_envs=local,
+            total_frames=batches * local * self.sync_interval,
+            replica_offset=rank * local,
+            **self._make,
+        )
+        if self._state_to_load is not None:
+            self._restore(self._state_to_load, world_size, rank)
+            self._state_to_load = None
+        return _CollectorLoader(self.collector)
+
+    def behaviour_version(self, batch: TensorDictBase, *, updates: int) -> int | None:
+        """The module's update count whose weights collected ``batch``; ``None`` when the
+        collector records no policy version (TorchRL's)."""
+        if "policy_version" not in batch:
+            return None
+        versions = batch["policy_version"]
+        low, high = int(versions.min()), int(versions.max())
+        if low != high:
+            raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
+        # Collector and module both count one per update: their difference maps versions (for
+        # a fresh collector and for one restored on resume alike).
+        sent = getattr(self.collector, "policy_version", None)
+        return low + (self._version_offset if sent is None else updates - sent)
+
+    def send_weights(self) -> None:
+        """Hand the policy's weights to the collector (for the batch after the one in flight)."""
+        if self.collector is not None:
+            self.collector.update_policy_weights_()
+
+    @property
+    def env_restarts(self) -> int:
+        """Env restarts after errors so far (``on_env_error="restart"``; 0 for TorchRL's)."""
+        return self.collector.env_restarts if self.kind == "hts" and self.collector else 0
+
+    def state_dict(self, world_size: int) -> dict | None:
+        """The collector's state; under DDP, of every rank (saving runs on every rank)."""
+        if self.collector is None:
+            return None
+        state = self.collector.state_dict()
+        states: list = [state]
+        if world_size > 1:
+            states = [None] * world_size
+            torch.distributed.all_gather_object(states, state)
+        if self.kind == "hts":
+            # One state of all replicas: it restores into any number of ranks.
+            return {"kind": "hts", "state": HTSCollector.merge_state_dicts(states)}
+        return {"kind": "per_rank", "states": states}
+
+    def load_state_dict(self, saved: dict | None) -> None:
+        """Restore :meth:`state_dict` into the next collector :meth:`start` builds."""
+        self._state_to_load = saved
+
+    def shutdown(self) -> None:
+        if self.collector is not None:
+            self.collector.shutdown()
+
+    def _restore(self, saved: dict, world_size: int, rank: int) -> None:
+        if saved["kind"] == "hts":
+            self.collector.load_state_dict(saved["state"])
+            return
+        states = saved["states"]
+        if len(states) != world_size:
+            raise ValueError(
+                f"The checkpoint holds the {self.kind!r} collectors of {len(states)} ranks; "
+                f"resume it with the same number of ranks (got {world_size})."
+            )
+        self.collector.load_state_dict(states[rank])
+
+
+class _CollectorLoader:
+    """The collector as Lightning's train dataloader: a sized iterable over its batches.
+
+    Its state lives in the module's checkpoint (every rank's collector, see
+    :meth:`CollectionBinding.state_dict`), not in Lightning's loop state, which holds rank 0's
+    only; it is "stateful" to Lightning with nothing to save, so that Lightning knows the run
+    resumes mid-epoch correctly.
+    """
+
+    def __init__(self, collector: BaseCollector):
+        self.collector = collector
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        return iter(self.collector)
+
+    def __len__(self) -> int:
+        return len(self.collector)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        return None
