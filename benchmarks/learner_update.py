@@ -37,14 +37,14 @@ RECIPES = {
 
 
 class ReplayPPO(PPO):
-    """The PPO module trained on copies of one fixed batch instead of a collector."""
+    """The PPO module trained on copies of one fixed batch instead of a collector (set
+    ``replay`` to ``(batch, count)`` after construction: a TensorDict among the init arguments
+    breaks Lightning's ``save_hyperparameters``)."""
 
-    def __init__(self, *, replay_batch, replay_updates: int, **kwargs):
-        super().__init__(**kwargs)
-        self._replay = (replay_batch, replay_updates)
+    replay: tuple = ()
 
     def train_dataloader(self):
-        return _Copies(*self._replay)
+        return _Copies(*self.replay)
 
 
 class _Copies:
@@ -114,9 +114,8 @@ def settings(args: dict) -> plain.PPOSettings:
 def fit_module(args: dict, batch, updates: int, profile: cProfile.Profile | None = None):
     """The module's updates on ``batch`` through Lightning; returns (module, seconds each)."""
     frames = batch.numel()
-    module = ReplayPPO(
-        replay_batch=batch, replay_updates=updates, **dict(args, total_frames=frames * updates)
-    )
+    module = ReplayPPO(**dict(args, total_frames=frames * updates))
+    module.replay = (batch, updates)
     times = _UpdateTimes()
     trainer = Trainer(
         max_epochs=1,

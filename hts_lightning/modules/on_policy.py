@@ -371,12 +371,13 @@ class OnPolicyModule(LightningModule):
         values = {k: float(v) for k, v in metrics.items()}
         for logger in self.loggers:
             logger.log_metrics(values, step=self.frames)
+        # The progress bar shows frames, fps and the recent return under their own names
+        # (logging them twice, under short names, cost 3 of 11 log calls an update).
+        shown = ("perf/frames", "perf/fps", "rollout/return_last_20")
         callback = {k: v for k, v in values.items() if not k.startswith("train/")}
-        self.log_dict(callback, logger=False, on_step=True, on_epoch=False)
-        progress = {"frames": values["perf/frames"], "fps": values["perf/fps"]}
-        if "rollout/return_last_20" in values:
-            progress["return"] = values["rollout/return_last_20"]
+        progress = {k: callback.pop(k) for k in shown if k in callback}
         self.log_dict(progress, prog_bar=True, logger=False, on_step=True, on_epoch=False)
+        self.log_dict(callback, logger=False, on_step=True, on_epoch=False)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The class (for hts-rl evaluate), the progress counters (a resumed run logs at the

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import (
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
 from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.utils import distance_loss
 
 __all__ = ["LeanClipPPOLoss"]
 
@@ -24,6 +30,14 @@ class LeanClipPPOLoss(ClipPPOLoss):
     skeleton computes it per batch) and a single action head; the loss is the mean over the
     minibatch. ``torch.compile`` did not pay on CPU: 59 s to compile, no faster after.
 
+    When the actor is a chain of plain ``TensorDictModule`` s (one output key each) ending in
+    a ``ProbabilisticTensorDictModule``, and the critic is one ``TensorDictModule``, as
+    :func:`~hts_lightning.models.make_actor_critic` builds them, the forward calls their
+    ``nn.Module`` s on the tensors and builds the distribution from its class and keywords:
+    the same layers, inputs and distribution, without TensorDict's per-call dispatch
+    (``get_dist`` 0.77 ms against the layers' 0.39 ms, the critic 0.55 ms against 0.37 ms
+    on CartPole's minibatch). Other actors and critics take TensorDict's path.
+
     Example:
         >>> from hts_lightning import make_gym_env
         >>> from hts_lightning.models import make_actor_critic
@@ -42,6 +56,29 @@ class LeanClipPPOLoss(ClipPPOLoss):
         kwargs.setdefault("functional", False)
         kwargs.setdefault("log_explained_variance", False)
         super().__init__(actor_network, critic_network, **kwargs)
+        self._tensor_path = (
+            None
+            if self.separate_losses or self.clip_value or self.critic_coeff is None
+            else _tensor_chain(actor_network, critic_network, self.tensor_keys.value)
+        )
+
+    def _dist_and_value(self, tensordict: TensorDictBase):
+        """The action distribution and the critic's loss term, on tensors when the networks
+        allow, else through TensorDict and ClipPPOLoss.loss_critic."""
+        if self._tensor_path is None:
+            dist = self.actor_network.get_dist(tensordict)  # writes the trunk's outputs
+            return dist, self.loss_critic(tensordict)[0]
+        layers, head, critic = self._tensor_path
+        values = {key: tensordict.get(key) for key in self.actor_network.in_keys}
+        for layer in layers:
+            values[layer.out_keys[0]] = layer.module(*(values[k] for k in layer.in_keys))
+        params = {name: values[key] for name, key in zip(head.dist_keys, head.in_keys)}
+        dist = head.distribution_class(**params, **head.distribution_kwargs)
+        inputs = (values[k] if k in values else tensordict.get(k) for k in critic.in_keys)
+        # ClipPPOLoss.loss_critic's term (no value clipping here), on the tensors.
+        target = tensordict.get(self.tensor_keys.value_target)
+        loss = distance_loss(target, critic.module(*inputs), self.loss_critic_type)
+        return dist, self.critic_coeff * loss
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         advantage = tensordict.get(self.tensor_keys.advantage, None)
@@ -51,14 +88,13 @@ class LeanClipPPOLoss(ClipPPOLoss):
                 "it first (loss.value_estimator(batch))."
             )
         behaviour_log_prob = tensordict.get(self.tensor_keys.sample_log_prob)
-        dist = self.actor_network.get_dist(tensordict)  # writes the trunk's outputs
+        dist, loss_critic = self._dist_and_value(tensordict)
         log_prob = dist.log_prob(tensordict.get(self.tensor_keys.action))
         log_weight = (log_prob - behaviour_log_prob).unsqueeze(-1)
         epsilon = self.clip_epsilon
         clipped = log_weight.clamp((-epsilon).log1p(), epsilon.log1p())
         gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
         entropy = dist.entropy()
-        loss_critic, _, _ = self.loss_critic(tensordict)
         with torch.no_grad():
             clip_fraction = (clipped != log_weight).float().mean()
             kl_approx = (behaviour_log_prob - log_prob).mean()
@@ -70,3 +106,25 @@ class LeanClipPPOLoss(ClipPPOLoss):
             kl_approx=kl_approx,
             entropy=entropy.detach().mean(),
         )
+
+
+def _tensor_chain(actor, critic, value_key):
+    """(the actor's deterministic modules, its distribution module, the critic) when all are
+    plain single-output TensorDictModules with string keys; else ``None``."""
+
+    def plain(module) -> bool:
+        return (
+            isinstance(module, TensorDictModule)
+            and type(module).forward is TensorDictModule.forward
+            and len(module.out_keys) == 1
+            and all(isinstance(k, str) for k in (*module.in_keys, *module.out_keys))
+        )
+
+    if not isinstance(actor, ProbabilisticTensorDictSequential):
+        return None
+    *layers, head = actor.module
+    if not isinstance(head, ProbabilisticTensorDictModule) or not all(map(plain, layers)):
+        return None
+    if not plain(critic) or critic.out_keys[0] != value_key:
+        return None
+    return layers, head, critic

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from lightning import Callback
+from tensordict import TensorDict
 
 from hts_lightning import PPO
 from tests.conftest import quiet_trainer
@@ -90,3 +91,47 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
         torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-6)
         moved = max(moved, float((expected - start).abs().max().detach()))
     assert moved > 1e-4  # the update did move the parameters
+
+
+@pytest.mark.parametrize("shared_trunk", [True, False])
+def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
+    """The loss's forward on tensors (our networks' layers called directly) gives the losses
+    and gradients of TensorDict's get_dist and ClipPPOLoss.loss_critic, bit for bit."""
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=4,
+        num_workers=0,
+        sync_interval=16,
+        total_frames=64,
+        seed=5,
+        shared_trunk=shared_trunk,
+        entropy_coef=0.01,
+    )
+    loss = module.loss_module
+    assert loss._tensor_path is not None  # make_actor_critic's networks take the tensor path
+    generator = torch.Generator().manual_seed(0)
+    data = module.actor(
+        TensorDict(observation=torch.randn(32, 4, generator=generator), batch_size=[32])
+    )
+    data["advantage"] = torch.randn(32, 1, generator=generator)
+    data["value_target"] = torch.randn(32, 1, generator=generator)
+    # Behaviour log-probabilities away from the current ones: the ratio's clip engages.
+    data["action_log_prob"] = data["action_log_prob"].detach() + 0.3 * torch.randn(
+        32, generator=generator
+    )
+
+    def losses_and_grads():
+        loss.zero_grad()
+        out = loss(data.clone())
+        (out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]).backward()
+        return out.detach(), [p.grad.clone() for p in loss.parameters()]
+
+    fast, fast_grads = losses_and_grads()
+    tensor_path, loss._tensor_path = loss._tensor_path, None
+    slow, slow_grads = losses_and_grads()
+    loss._tensor_path = tensor_path
+    assert float(fast["clip_fraction"]) > 0
+    for key in ("loss_objective", "loss_critic", "loss_entropy", "clip_fraction", "kl_approx"):
+        assert torch.equal(fast[key], slow[key]), key
+    assert all(torch.equal(f, s) for f, s in zip(fast_grads, slow_grads))
+    assert any(float(g.abs().sum()) > 0 for g in fast_grads)
