@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import get_args
 
 import torch
 from tensordict.nn import TensorDictModuleBase
@@ -20,12 +19,7 @@ from hts_lightning.choices import (
 )
 from hts_lightning.collectors.hts import HTSCollector
 
-__all__ = ["COLLECTOR_KINDS", "make_collector"]
-
-#: hts: HTSCollector; sync: Collector over a ParallelEnv (synchronous at every step, the classic
-#: A2C/PPO vectorized setup); multi_sync: MultiSyncCollector (synchronous at batch boundaries,
-#: no overlap); multi_async: MultiAsyncCollector (asynchronous, unbounded policy lag).
-COLLECTOR_KINDS = get_args(CollectorKind)
+__all__ = ["make_collector"]
 
 
 def make_collector(
@@ -46,6 +40,12 @@ def make_collector(
     inference_batch_size: int | None = None,
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
+
+    ``kind`` (:data:`~hts_lightning.choices.CollectorKind`): ``"hts"``, the HTSCollector;
+    ``"sync"``, TorchRL's ``Collector`` over a ``ParallelEnv`` (synchronous at every step, the
+    classic A2C/PPO vectorized setup); ``"multi_sync"``, ``MultiSyncCollector`` (synchronous at
+    batch boundaries, no overlap); ``"multi_async"``, ``MultiAsyncCollector`` (asynchronous,
+    unbounded policy lag).
 
     Every kind yields ``num_envs * sync_interval`` frames per batch from the same env factory
     and policy. The TorchRL baselines hold the process count at ``num_workers`` by giving each
