@@ -97,20 +97,6 @@ def collect_batch(args: dict):
         return next(iter(collector)).clone()
 
 
-def settings(args: dict) -> plain.PPOSettings:
-    return plain.PPOSettings(
-        epochs=args["epochs"],
-        minibatches=args["minibatches"],
-        clip_epsilon=args["clip_epsilon"],
-        entropy_coef=args["entropy_coef"],
-        value_coef=args["value_coef"],
-        max_grad_norm=args["max_grad_norm"],
-        gamma=args["gamma"],
-        gae_lambda=args["gae_lambda"],
-        normalize_advantage=args["normalize_advantage"],
-    )
-
-
 def fit_module(args: dict, batch, updates: int, profile: cProfile.Profile | None = None):
     """The module's updates on ``batch`` through Lightning; returns (module, seconds each)."""
     frames = batch.numel()
@@ -140,7 +126,7 @@ def plain_updates(args: dict, batch, updates: int, actor_critic) -> list[float]:
     for update in range(updates):
         generator = torch.Generator().manual_seed(args.get("seed", 0) * 1_000_003 + update)
         start = time.perf_counter()
-        plain.update(nets, optimizer, batch, settings(args), generator)
+        plain.update(nets, optimizer, batch, plain.PPOSettings.from_module_args(args), generator)
         times.append(time.perf_counter() - start)
     return times
 
