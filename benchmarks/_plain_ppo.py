@@ -29,6 +29,11 @@ class PPOSettings:
     gae_lambda: float
     normalize_advantage: bool = True
 
+    @classmethod
+    def from_module_args(cls, args: dict) -> PPOSettings:
+        """The settings of a PPO module's init arguments (a recipe's ``model.init_args``)."""
+        return cls(**{name: args[name] for name in cls.__dataclass_fields__})
+
 
 @dataclass
 class Networks:

@@ -11,6 +11,12 @@ seconds per update of each, their ratio, and the load average.
     python benchmarks/learner_update.py --env cartpole --updates 20 --rounds 3
     python benchmarks/learner_update.py --env pong --updates 3 --rounds 3 --threads 2
     python benchmarks/learner_update.py --env cartpole --profile   # cProfile of the module
+    python benchmarks/learner_update.py --mlflow   # MLflowLogger's cost per update instead
+
+``--mlflow``: the seconds ``MLflowLogger.log_metrics`` takes per update for 25 metrics (what a
+PPO update logs) into a SQLite store, written at once (``metrics_interval=0``, what every
+update paid before) against buffered (the default), alternating, the buffer's final flush
+included.
 """
 
 from __future__ import annotations
@@ -97,20 +103,6 @@ def collect_batch(args: dict):
         return next(iter(collector)).clone()
 
 
-def settings(args: dict) -> plain.PPOSettings:
-    return plain.PPOSettings(
-        epochs=args["epochs"],
-        minibatches=args["minibatches"],
-        clip_epsilon=args["clip_epsilon"],
-        entropy_coef=args["entropy_coef"],
-        value_coef=args["value_coef"],
-        max_grad_norm=args["max_grad_norm"],
-        gamma=args["gamma"],
-        gae_lambda=args["gae_lambda"],
-        normalize_advantage=args["normalize_advantage"],
-    )
-
-
 def fit_module(args: dict, batch, updates: int, profile: cProfile.Profile | None = None):
     """The module's updates on ``batch`` through Lightning; returns (module, seconds each)."""
     frames = batch.numel()
@@ -140,9 +132,41 @@ def plain_updates(args: dict, batch, updates: int, actor_critic) -> list[float]:
     for update in range(updates):
         generator = torch.Generator().manual_seed(args.get("seed", 0) * 1_000_003 + update)
         start = time.perf_counter()
-        plain.update(nets, optimizer, batch, settings(args), generator)
+        plain.update(nets, optimizer, batch, plain.PPOSettings.from_module_args(args), generator)
         times.append(time.perf_counter() - start)
     return times
+
+
+def mlflow_cost(updates: int, rounds: int) -> None:
+    """Seconds of ``log_metrics`` per update, unbuffered against buffered (see the docstring)."""
+    import tempfile
+
+    from hts_lightning.tracking import MLflowLogger
+
+    store = tempfile.mkdtemp(prefix="learner_update-mlflow-")
+    metrics = {f"train/metric_{k}": float(k) for k in range(25)}
+    seconds: dict[float, list[float]] = {0.0: [], 5.0: []}
+    for _ in range(rounds):
+        for interval in seconds:
+            logger = MLflowLogger(
+                tracking_uri=f"sqlite:///{store}/mlflow.db",
+                save_dir=store,
+                metrics_interval=interval,
+            )
+            logger.log_metrics(metrics, step=0)  # makes the run, untimed
+            start = time.perf_counter()
+            for update in range(1, updates + 1):
+                logger.log_metrics(metrics, step=update)
+            logger.flush()
+            seconds[interval].append((time.perf_counter() - start) / updates)
+            logger.finalize("success")
+    at_once, buffered = (statistics.median(v) for v in seconds.values())
+    print(
+        f"MLflowLogger.log_metrics, 25 metrics, {updates} updates x {rounds} rounds: written "
+        f"at once {at_once * 1000:.2f} ms/update, buffered {buffered * 1000:.2f} ms/update; "
+        f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
 
 
 def main(argv=None) -> None:
@@ -152,7 +176,11 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--profile", action="store_true", help="cProfile the module's fit")
+    parser.add_argument("--mlflow", action="store_true", help="MLflowLogger's cost per update")
     options = parser.parse_args(argv)
+    if options.mlflow:
+        mlflow_cost(updates=max(options.updates, 100), rounds=options.rounds)
+        return
     torch.set_num_threads(options.threads)
     args = recipe_args(options.env)
     batch = collect_batch(args)

@@ -47,16 +47,7 @@ def _plain_child(frames: int, seed: int) -> None:
     nets = plain.networks(model)
     lr = args["lr"]
     optimizer = torch.optim.Adam(nets.parameters(), lr=lr, eps=1e-5, fused=True)
-    settings = plain.PPOSettings(
-        epochs=args["epochs"],
-        minibatches=args["minibatches"],
-        clip_epsilon=args["clip_epsilon"],
-        entropy_coef=args["entropy_coef"],
-        value_coef=args["value_coef"],
-        max_grad_norm=args["max_grad_norm"],
-        gamma=args["gamma"],
-        gae_lambda=args["gae_lambda"],
-    )
+    settings = plain.PPOSettings.from_module_args(args)
     envs = envpool.make(
         "Pong-v5", env_type="gymnasium", num_envs=NUM_ENVS, seed=seed, reward_clip=True
     )

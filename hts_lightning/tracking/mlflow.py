@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
+import time
 import warnings
 from argparse import Namespace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +23,8 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
 # MLflow's limit on a param value (MAX_PARAM_VAL_LENGTH); Lightning truncates at 250.
 _MAX_PARAM_LENGTH = 6000
+# MLflow's limit on metrics in one log_batch call.
+_MAX_METRICS_PER_BATCH = 1000
 
 
 def resolve_tracking_uri(tracking_uri: str | None = None) -> str:
@@ -43,6 +48,13 @@ class MLflowLogger(MLFlowLogger):
     settings of the end-of-training model logging that
     :class:`~hts_lightning.tracking.MLflowTracking` performs.
 
+    Metrics are buffered and written in one ``log_batch`` at most every ``metrics_interval``
+    seconds (the first at once), at every checkpoint and when the run ends, whether it
+    finishes, fails or is stopped by a signal (Lightning calls ``finalize`` then): a write to
+    the SQLite store costs ~14 ms whether it holds 25 points or 1000, so writing every update
+    put ~14 ms on each CartPole update. Only a hard kill (SIGKILL, power loss) loses the
+    points of the last ``metrics_interval`` seconds; ``metrics_interval=0`` writes at once.
+
     Args (keyword-only):
         experiment_name: MLflow experiment of the run (created when missing).
         run_name: name shown in the MLflow UI (MLflow picks one when ``None``).
@@ -59,6 +71,7 @@ class MLflowLogger(MLFlowLogger):
         registered_model_name: also register that model under this name in the model registry.
         artifact_location: where a new experiment keeps its artifacts (default: the store's
             choice; ``./mlruns`` for a SQLite store without a server).
+        metrics_interval: seconds between writes of the buffered metrics (see above).
 
     Example:
         >>> import tempfile
@@ -66,8 +79,10 @@ class MLflowLogger(MLFlowLogger):
         >>> logger = MLflowLogger(tracking_uri=f"sqlite:///{store}/mlflow.db", save_dir=store,
         ...                       artifact_location=f"{store}/artifacts")
         >>> logger.log_metrics({"perf/fps": 100.0}, step=16)
+        >>> logger.log_metrics({"perf/fps": 120.0}, step=32)
+        >>> logger.flush()  # the end of the run, a checkpoint or metrics_interval do it too
         >>> [m.step for m in logger.experiment.get_metric_history(logger.run_id, "perf/fps")]
-        [16]
+        [16, 32]
     """
 
     def __init__(
@@ -83,6 +98,7 @@ class MLflowLogger(MLFlowLogger):
         log_policy: bool = True,
         registered_model_name: str | None = None,
         artifact_location: str | None = None,
+        metrics_interval: float = 5.0,
     ):
         self._resolved_tracking_uri = resolve_tracking_uri(tracking_uri)
         super().__init__(
@@ -100,8 +116,46 @@ class MLflowLogger(MLFlowLogger):
         self.status_on_failure = "FAILED"
         self.log_policy = log_policy
         self.registered_model_name = registered_model_name
+        self.metrics_interval = metrics_interval
+        self._pending_metrics: list = []
+        self._last_flush = -float("inf")
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Buffer ``metrics`` at ``step``; they reach the store at the next :meth:`flush`."""
+        from mlflow.entities import Metric
+
+        timestamp = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if isinstance(value, str):
+                warnings.warn(f"Discarding metric with string value {key}={value}.", stacklevel=2)
+                continue
+            key = f"{self._prefix}{self.LOGGER_JOIN_CHAR}{key}" if self._prefix else key
+            name = re.sub("[^a-zA-Z0-9_/. -]+", "", key)  # MLflow's allowed characters
+            if name != key:
+                warnings.warn(f"MLflow metric names: {key!r} logged as {name!r}.", stacklevel=2)
+            self._pending_metrics.append(
+                Metric(key=name, value=float(value), timestamp=timestamp, step=step or 0)
+            )
+        if time.monotonic() - self._last_flush >= self.metrics_interval:
+            self.flush()
+
+    @rank_zero_only
+    def flush(self) -> None:
+        """Write the buffered metrics to the store now, in order."""
+        pending, self._pending_metrics = self._pending_metrics, []
+        for start in range(0, len(pending), _MAX_METRICS_PER_BATCH):
+            chunk = pending[start : start + _MAX_METRICS_PER_BATCH]
+            self.experiment.log_batch(run_id=self.run_id, metrics=chunk)
+        self._last_flush = time.monotonic()
+
+    def after_save_checkpoint(self, checkpoint_callback) -> None:
+        self.flush()  # a checkpoint's run holds the metrics up to it
+        super().after_save_checkpoint(checkpoint_callback)
 
     def finalize(self, status: str = "success") -> None:
+        if self._initialized:
+            self.flush()
         super().finalize(self.status_on_failure if status == "failed" else status)
 
     @property
