@@ -110,6 +110,11 @@ class CollectionEngine:
         self._slot_root = [slots["root"].get(k) for k in root_keys]
         self._slot_next = [slots["next"].get(k) for k in self.next_keys]
         self._slot_action = [slots["action"].get(k) for k in action_keys]
+        size = inference_batch_size
+        self._chunk_root = [src.new_empty((size, *src.shape[1:])) for src in self._slot_root]
+        self._chunk = TensorDict(batch_size=[size])
+        for key, buffer in zip(root_keys, self._chunk_root):
+            self._chunk.set(key, buffer)
 
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
@@ -138,21 +143,23 @@ class CollectionEngine:
         for start in range(0, replicas.size, size):
             chunk = replicas[start : start + size]
             count = chunk.size
-            padded = np.concatenate([chunk, np.full(size - count, chunk[0])])
-            index = torch.from_numpy(padded)
-            at = torch.from_numpy(step[padded])
-            td = TensorDict(batch_size=[size])
-            for key, src in zip(self.root_keys, self._slot_root):
-                td.set(key, src[index])
+            if count < size:  # pad by repeating a row: the inference shape never changes
+                chunk = np.concatenate([chunk, np.full(size - count, chunk[0])])
+            index = torch.from_numpy(chunk)
+            at = torch.from_numpy(step[chunk])
+            # Gathered into buffers kept from call to call: no TensorDict built per chunk.
+            for src, buffer in zip(self._slot_root, self._chunk_root):
+                torch.index_select(src, 0, index, out=buffer)
+            td = self._chunk.copy()  # the policy adds its keys to a shallow copy
             acted = self.runner(td, None if uniform is None else uniform[index, at])
             real, real_at = index[:count], at[:count]
-            for key, dst in zip(self.root_keys, out_root):
-                dst[real, real_at] = td.get(key)[:count]
+            for buffer, dst in zip(self._chunk_root, out_root):
+                dst[real, real_at] = buffer[:count]
             for key, dst in zip(self.policy_keys, out_policy):
                 dst[real, real_at] = acted.get(key)[:count]
             for key, dst in zip(self.action_keys, self._slot_action):
                 dst[real] = acted.get(key)[:count].to(dst.dtype)
-            self.executor.send(chunk)
+            self.executor.send(chunk[:count])
 
 
 def _as_tuple(key) -> tuple:
