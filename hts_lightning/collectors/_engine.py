@@ -34,10 +34,24 @@ def leaf_keys(td: TensorDictBase) -> list:
 class PolicyRunner:
     """Runs the inference copy of the policy on a chunk; samples actions from per-row noise."""
 
-    def __init__(self, policy, *, device: torch.device, exploration_type: ExplorationType):
+    def __init__(
+        self,
+        policy,
+        *,
+        device: torch.device,
+        exploration_type: ExplorationType,
+        cuda_graph: bool = False,
+    ):
+        if cuda_graph and device.type != "cuda":
+            raise ValueError(
+                f"cuda_graph=True replays the policy's step as a CUDA graph: it needs inference "
+                f"on a CUDA device, got {device}. Use cuda_graph=False on the CPU."
+            )
         self.policy = policy
         self.device = device
         self.exploration_type = exploration_type
+        self.cuda_graph = cuda_graph
+        self._graph: _CapturedStep | None = None
         self.sample_key = None
         self.log_prob_key = None
         if isinstance(policy, ProbabilisticTensorDictSequential) and (
@@ -70,18 +84,78 @@ class PolicyRunner:
 
     @torch.no_grad()
     def __call__(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
-        if self.device.type != "cpu":  # the chunk is on the CPU: no walk over it for nothing
-            td = td.to(self.device)
+        """The chunk ``td`` (on the CPU) acted on; the result on the CPU."""
+        if self.device.type == "cpu":  # no walk over the chunk for nothing
+            return self._step(td, uniform)
+        if self.cuda_graph:
+            if self._graph is None:  # captured at the first call, for the run's fixed shape
+                self._graph = _CapturedStep(self._step, td, uniform, self.device)
+            return self._graph(td, uniform).to("cpu")
+        # From the engine's pinned chunk buffers the copies to the device do not block.
+        td = td.to(self.device, non_blocking=True)
+        if uniform is not None:
+            uniform = uniform.to(self.device, non_blocking=True)
+        return self._step(td, uniform).to("cpu")
+
+    def _step(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
+        """The policy's step where ``td`` and ``uniform`` are (the inference device)."""
         if self.sample_key is None:
             with set_exploration_type(self.exploration_type):
-                td = self.policy(td)
-        else:
-            dist = self.policy.get_dist(td)
-            action = sample_from_uniform(dist, uniform.to(self.device))
-            td.set(self.sample_key, action)
-            if self.log_prob_key is not None:
-                td.set(self.log_prob_key, dist.log_prob(action))
-        return td if self.device.type == "cpu" else td.to("cpu")
+                return self.policy(td)
+        dist = self.policy.get_dist(td)
+        action = sample_from_uniform(dist, uniform)
+        td.set(self.sample_key, action)
+        if self.log_prob_key is not None:
+            td.set(self.log_prob_key, dist.log_prob(action))
+        return td
+
+
+class _CapturedStep:
+    """A policy step on one fixed chunk shape, captured once as a CUDA graph and replayed.
+
+    Follows torch's documented recipe (``torch.cuda.graphs``): warm-up iterations on a side
+    stream, capture into static input and output tensors, then per call copy the chunk into
+    the static inputs and replay. The capture is thread-local, so a learner working in another
+    thread does not break it. Distribution argument checks (host syncs, which a capture cannot
+    hold) are off while capturing; replays run no Python at all.
+    """
+
+    def __init__(self, step, td: TensorDictBase, uniform, device: torch.device):
+        self._inputs = td.to(device).clone()
+        self._uniform = None if uniform is None else uniform.to(device).clone()
+        self._keys = list(self._inputs.keys(include_nested=True, leaves_only=True))
+        validate = torch.distributions.Distribution._validate_args  # the default in force
+        torch.distributions.Distribution.set_default_validate_args(False)
+        try:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step(self._inputs.clone(False), self._uniform)
+            torch.cuda.current_stream(device).wait_stream(side)
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
+                self._outputs = step(self._inputs.clone(False), self._uniform)
+        except RuntimeError as error:
+            raise RuntimeError(
+                "cuda_graph=True: the policy's step could not be captured as a CUDA graph "
+                f"({error}). Pass cuda_graph=False."
+            ) from error
+        finally:
+            torch.distributions.Distribution.set_default_validate_args(validate)
+
+    def __call__(self, td: TensorDictBase, uniform) -> TensorDictBase:
+        if td.batch_size != self._inputs.batch_size:
+            raise RuntimeError(
+                f"The CUDA graph was captured for chunks of {tuple(self._inputs.batch_size)} "
+                f"rows, got {tuple(td.batch_size)}: the inference shape must stay fixed."
+            )
+        for key in self._keys:
+            self._inputs.get(key).copy_(td.get(key), non_blocking=True)
+        if uniform is not None:
+            self._uniform.copy_(uniform, non_blocking=True)
+        self._graph.replay()
+        return self._outputs
 
 
 class CollectionEngine:
@@ -112,6 +186,8 @@ class CollectionEngine:
         self._slot_action = [slots["action"].get(k) for k in action_keys]
         size = inference_batch_size
         self._chunk_root = [src.new_empty((size, *src.shape[1:])) for src in self._slot_root]
+        if runner.device.type == "cuda":  # page-locked: the copies to the GPU do not block
+            self._chunk_root = [buffer.pin_memory() for buffer in self._chunk_root]
         self._chunk = TensorDict(batch_size=[size])
         for key, buffer in zip(root_keys, self._chunk_root):
             self._chunk.set(key, buffer)

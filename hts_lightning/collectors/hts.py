@@ -134,6 +134,10 @@ class HTSCollector(BaseCollector):
             (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
             available.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
+        cuda_graph: with inference on a CUDA device, capture the policy's step on the fixed
+            inference shape once as a CUDA graph and replay it (no per-kernel launches from
+            Python, which shares the GIL with the learner). The same kernels at the same
+            shape: the batches equal those without it (the ``gpu`` tests). Default off.
 
     Example:
         >>> from functools import partial
@@ -173,6 +177,7 @@ class HTSCollector(BaseCollector):
         on_env_error: str = "raise",
         worker_niceness: int = 10,
         backend: str = "auto",
+        cuda_graph: bool = False,
     ):
         super().__init__()
         self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
@@ -223,7 +228,10 @@ class HTSCollector(BaseCollector):
             inference_policy.share_memory()  # the workers' view of the weights
         self._inference_weights = TensorDict.from_module(inference_policy)
         self._runner_policy = PolicyRunner(
-            inference_policy, device=self.device, exploration_type=exploration_type
+            inference_policy,
+            device=self.device,
+            exploration_type=exploration_type,
+            cuda_graph=cuda_graph,
         )
         self._layout = Layout.probe(
             self._create_env_fns[0], self._runner_policy, inference_batch_size

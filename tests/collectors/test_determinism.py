@@ -190,3 +190,15 @@ def test_inference_batch_size_is_checked_and_kept_by_the_collector_state():
     with pytest.raises(ValueError, match="Pass inference_batch_size=1"):
         other.load_state_dict(state)
     other.shutdown()
+
+
+def test_cuda_graph_needs_a_cuda_device():
+    with pytest.raises(ValueError, match=r"cuda_graph=True .* needs inference on a CUDA device"):
+        HTSCollector(
+            partial(CountingEnv),
+            sampling_policy(),
+            num_envs=2,
+            num_workers=0,
+            frames_per_batch=4,
+            cuda_graph=True,
+        )
