@@ -77,6 +77,10 @@ def hts(make_env, args, **kwargs) -> HTSCollector:
         num_envs=args.num_envs,
         num_workers=args.num_envs,
         sync_interval=args.sync_interval,
+        # The fixed learner holds no core: there is nothing for lower-priority workers to
+        # yield to, except, on a shared machine, other people's processes (TorchRL's workers
+        # run at normal priority too).
+        worker_niceness=0,
         **kwargs,
     )
 
