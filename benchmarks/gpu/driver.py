@@ -120,7 +120,7 @@ def machine(out: Path) -> None:
 
 
 def gpu_tests(out: Path, timeout: float) -> None:
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests/collectors"]
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests"]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         text = result.stdout + result.stderr + f"\nexit status {result.returncode}\n"
