@@ -3,6 +3,8 @@ anything starts."""
 
 from __future__ import annotations
 
+import logging
+import math
 import pickle
 from collections.abc import Callable
 
@@ -11,6 +13,8 @@ from torchrl.envs import EnvBase
 
 from hts_lightning import choices
 from hts_lightning.envs.envpool import EnvpoolFactory
+
+_log = logging.getLogger(__name__)
 
 
 def check_backend(backend: str, create_env_fn, inference: str, on_env_error: str) -> str:
@@ -87,3 +91,37 @@ def check_picklable(fns) -> None:
                 "env. Use a module-level function or functools.partial instead of a lambda or "
                 "closure, or num_workers=0."
             ) from error
+
+
+#: The default inference shape's upper bound: past 8 rows a CPU call is no cheaper per row.
+DEFAULT_INFERENCE_ROWS = 8
+
+
+def check_inference_batch_size(size, *, num_envs: int, num_workers: int, inference: str) -> int:
+    """The run's fixed inference shape (``None``: ``min(num_envs, 8)``).
+
+    It is a property of the run, never of the worker count: batches are bitwise identical
+    across worker counts at one inference shape (CPU kernels round differently at different
+    batch shapes, while at one shape a row's result does not depend on the other rows). With
+    worker inference a worker acting for B replicas runs ``ceil(B / size)`` calls of ``size``
+    rows each step, so a size that divides every B being compared (1 for one replica per
+    worker) computes no padded rows; that cost is logged once here, never changed silently.
+    """
+    if size is None:
+        size = min(num_envs, DEFAULT_INFERENCE_ROWS)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"inference_batch_size must be an int >= 1, got {size!r}")
+    block = num_envs // num_workers if inference == "workers" and num_workers else num_envs
+    padded = -(-block // size) * size - block
+    if padded:
+        _log.info(
+            "Each inference call runs on inference_batch_size=%d rows; a worker acting for %d "
+            "replicas computes %d padded rows per step. inference_batch_size=%d (any divisor "
+            "of the replicas per worker) avoids them; keep one value when comparing runs, "
+            "which are bitwise identical across worker counts at one inference_batch_size.",
+            size,
+            block,
+            padded,
+            math.gcd(block, size),
+        )
+    return size

@@ -34,10 +34,24 @@ def leaf_keys(td: TensorDictBase) -> list:
 class PolicyRunner:
     """Runs the inference copy of the policy on a chunk; samples actions from per-row noise."""
 
-    def __init__(self, policy, *, device: torch.device, exploration_type: ExplorationType):
+    def __init__(
+        self,
+        policy,
+        *,
+        device: torch.device,
+        exploration_type: ExplorationType,
+        cuda_graph: bool = False,
+    ):
+        if cuda_graph and device.type != "cuda":
+            raise ValueError(
+                f"cuda_graph=True replays the policy's step as a CUDA graph: it needs inference "
+                f"on a CUDA device, got {device}. Use cuda_graph=False on the CPU."
+            )
         self.policy = policy
         self.device = device
         self.exploration_type = exploration_type
+        self.cuda_graph = cuda_graph
+        self._graph: _CapturedStep | None = None
         self.sample_key = None
         self.log_prob_key = None
         if isinstance(policy, ProbabilisticTensorDictSequential) and (
@@ -70,18 +84,78 @@ class PolicyRunner:
 
     @torch.no_grad()
     def __call__(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
-        if self.device.type != "cpu":  # the chunk is on the CPU: no walk over it for nothing
-            td = td.to(self.device)
+        """The chunk ``td`` (on the CPU) acted on; the result on the CPU."""
+        if self.device.type == "cpu":  # no walk over the chunk for nothing
+            return self._step(td, uniform)
+        if self.cuda_graph:
+            if self._graph is None:  # captured at the first call, for the run's fixed shape
+                self._graph = _CapturedStep(self._step, td, uniform, self.device)
+            return self._graph(td, uniform).to("cpu")
+        # From the engine's pinned chunk buffers the copies to the device do not block.
+        td = td.to(self.device, non_blocking=True)
+        if uniform is not None:
+            uniform = uniform.to(self.device, non_blocking=True)
+        return self._step(td, uniform).to("cpu")
+
+    def _step(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
+        """The policy's step where ``td`` and ``uniform`` are (the inference device)."""
         if self.sample_key is None:
             with set_exploration_type(self.exploration_type):
-                td = self.policy(td)
-        else:
-            dist = self.policy.get_dist(td)
-            action = sample_from_uniform(dist, uniform.to(self.device))
-            td.set(self.sample_key, action)
-            if self.log_prob_key is not None:
-                td.set(self.log_prob_key, dist.log_prob(action))
-        return td if self.device.type == "cpu" else td.to("cpu")
+                return self.policy(td)
+        dist = self.policy.get_dist(td)
+        action = sample_from_uniform(dist, uniform)
+        td.set(self.sample_key, action)
+        if self.log_prob_key is not None:
+            td.set(self.log_prob_key, dist.log_prob(action))
+        return td
+
+
+class _CapturedStep:
+    """A policy step on one fixed chunk shape, captured once as a CUDA graph and replayed.
+
+    Follows torch's documented recipe (``torch.cuda.graphs``): warm-up iterations on a side
+    stream, capture into static input and output tensors, then per call copy the chunk into
+    the static inputs and replay. The capture is thread-local, so a learner working in another
+    thread does not break it. Distribution argument checks (host syncs, which a capture cannot
+    hold) are off while capturing; replays run no Python at all.
+    """
+
+    def __init__(self, step, td: TensorDictBase, uniform, device: torch.device):
+        self._inputs = td.to(device).clone()
+        self._uniform = None if uniform is None else uniform.to(device).clone()
+        self._keys = list(self._inputs.keys(include_nested=True, leaves_only=True))
+        validate = torch.distributions.Distribution._validate_args  # the default in force
+        torch.distributions.Distribution.set_default_validate_args(False)
+        try:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step(self._inputs.clone(False), self._uniform)
+            torch.cuda.current_stream(device).wait_stream(side)
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
+                self._outputs = step(self._inputs.clone(False), self._uniform)
+        except RuntimeError as error:
+            raise RuntimeError(
+                "cuda_graph=True: the policy's step could not be captured as a CUDA graph "
+                f"({error}). Pass cuda_graph=False."
+            ) from error
+        finally:
+            torch.distributions.Distribution.set_default_validate_args(validate)
+
+    def __call__(self, td: TensorDictBase, uniform) -> TensorDictBase:
+        if td.batch_size != self._inputs.batch_size:
+            raise RuntimeError(
+                f"The CUDA graph was captured for chunks of {tuple(self._inputs.batch_size)} "
+                f"rows, got {tuple(td.batch_size)}: the inference shape must stay fixed."
+            )
+        for key in self._keys:
+            self._inputs.get(key).copy_(td.get(key), non_blocking=True)
+        if uniform is not None:
+            self._uniform.copy_(uniform, non_blocking=True)
+        self._graph.replay()
+        return self._outputs
 
 
 class CollectionEngine:
@@ -107,52 +181,79 @@ class CollectionEngine:
         self.policy_keys = policy_keys
         self.action_keys = action_keys
         self.next_keys = leaf_keys(slots["next"])
-        self._slot_root = [slots["root"].get(k) for k in root_keys]
-        self._slot_next = [slots["next"].get(k) for k in self.next_keys]
-        self._slot_action = [slots["action"].get(k) for k in action_keys]
+        # numpy views of the slots, storage and chunk buffers (the same memory): one row's
+        # gather or scatter costs a third of torch's advanced indexing, ~20 of them a step.
+        self._slot_root = [_numpy(slots["root"].get(k), k) for k in root_keys]
+        self._slot_next = [_numpy(slots["next"].get(k), k) for k in self.next_keys]
+        self._slot_action = [_numpy(slots["action"].get(k), k) for k in action_keys]
+        size = inference_batch_size
+        chunk_root = [
+            torch.empty((size, *src.shape[1:]), dtype=slots["root"].get(k).dtype)
+            for k, src in zip(root_keys, self._slot_root)
+        ]
+        if runner.device.type == "cuda":  # page-locked: the copies to the GPU do not block
+            chunk_root = [buffer.pin_memory() for buffer in chunk_root]
+        self._chunk_root = [buffer.numpy() for buffer in chunk_root]
+        self._chunk = TensorDict(batch_size=[size])
+        for key, buffer in zip(root_keys, chunk_root):
+            self._chunk.set(key, buffer)
 
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
         only); ``uniform`` ([replicas, sync_interval, noise width]) is the action noise."""
         num_envs, horizon = out.batch_size
-        out_root = [out.get(k) for k in self.root_keys]
-        out_policy = [out.get(k) for k in self.policy_keys]
-        out_next = [out.get(("next", *_as_tuple(k))) for k in self.next_keys]
+        out_root = [_numpy(out.get(k), k) for k in self.root_keys]
+        out_policy = [_numpy(out.get(k), k) for k in self.policy_keys]
+        out_next = [_numpy(out.get(("next", *_as_tuple(k))), k) for k in self.next_keys]
+        noise = None if uniform is None else uniform.numpy()
         step = np.zeros(num_envs, dtype=np.int64)
         ready = np.arange(num_envs)
         remaining = num_envs
         while remaining and not self.should_stop():
             if ready.size:
-                self._act(ready, step, uniform, out_root, out_policy)
+                self._act(ready, step, noise, out_root, out_policy)
             stepped = self.executor.wait_ready()
-            index, at = torch.from_numpy(stepped), torch.from_numpy(step[stepped])
+            at = step[stepped]
             for dst, src in zip(out_next, self._slot_next):
-                dst[index, at] = src[index]
+                dst[stepped, at] = src[stepped]
             step[stepped] += 1
             ready = stepped[step[stepped] < horizon]
             remaining -= int((step[stepped] == horizon).sum())
 
-    def _act(self, replicas, step, uniform, out_root, out_policy) -> None:
+    def _act(self, replicas, step, noise, out_root, out_policy) -> None:
         size = self.inference_batch_size
         replicas = np.sort(replicas)
         for start in range(0, replicas.size, size):
             chunk = replicas[start : start + size]
             count = chunk.size
-            padded = np.concatenate([chunk, np.full(size - count, chunk[0])])
-            index = torch.from_numpy(padded)
-            at = torch.from_numpy(step[padded])
-            td = TensorDict(batch_size=[size])
-            for key, src in zip(self.root_keys, self._slot_root):
-                td.set(key, src[index])
-            acted = self.runner(td, None if uniform is None else uniform[index, at])
-            real, real_at = index[:count], at[:count]
-            for key, dst in zip(self.root_keys, out_root):
-                dst[real, real_at] = td.get(key)[:count]
+            if count < size:  # pad by repeating a row: the inference shape never changes
+                chunk = np.concatenate([chunk, np.full(size - count, chunk[0])])
+            at = step[chunk]
+            # Gathered into buffers kept from call to call: no TensorDict built per chunk.
+            for src, buffer in zip(self._slot_root, self._chunk_root):
+                np.take(src, chunk, axis=0, out=buffer)
+            td = self._chunk.copy()  # the policy adds its keys to a shallow copy
+            acted = self.runner(td, None if noise is None else torch.from_numpy(noise[chunk, at]))
+            real, real_at = chunk[:count], at[:count]
+            for buffer, dst in zip(self._chunk_root, out_root):
+                dst[real, real_at] = buffer[:count]
             for key, dst in zip(self.policy_keys, out_policy):
-                dst[real, real_at] = acted.get(key)[:count]
+                dst[real, real_at] = acted.get(key)[:count].numpy()
             for key, dst in zip(self.action_keys, self._slot_action):
-                dst[real] = acted.get(key)[:count].to(dst.dtype)
-            self.executor.send(chunk)
+                dst[real] = acted.get(key)[:count].numpy()
+            self.executor.send(real)
+
+
+def _numpy(tensor: torch.Tensor, key) -> np.ndarray:
+    """A numpy view of a CPU tensor (the engine indexes rows through numpy)."""
+    try:
+        return tensor.numpy()
+    except TypeError as error:
+        raise TypeError(
+            f"HTSCollector keeps {key!r} ({tensor.dtype}) in its storage, which needs a dtype "
+            "numpy has (bfloat16 has none): cast it in the env or the policy, e.g. with a "
+            "DTypeCastTransform."
+        ) from error
 
 
 def _as_tuple(key) -> tuple:

@@ -68,6 +68,11 @@ class _ReplicaStepper:
         self._root_keys = list(root_keys)
         self._action_keys = list(action_keys)
         self._next_keys = list(slots["next"].keys(True, True))
+        # The slots' tensors, read and written row by row: a step builds no TensorDict views.
+        self._slot_root = [slots.get(("root", *_as_tuple(k))) for k in self._root_keys]
+        self._slot_next = [slots.get(("next", *_as_tuple(k))) for k in self._next_keys]
+        self._slot_action = [slots.get(("action", *_as_tuple(k))) for k in self._action_keys]
+        self._stepped_next = [("next", *_as_tuple(k)) for k in self._next_keys]
         self._on_env_error = on_env_error
         self.envs: dict[int, EnvBase] = {}
         self._factories: dict[int, tuple[Callable[[], EnvBase], int]] = {}
@@ -107,12 +112,14 @@ class _ReplicaStepper:
     def _publish_root(self, replica: int, root: TensorDictBase) -> None:
         root = root.select(*self._root_keys)
         self._roots[replica] = root
-        self._slot_views[replica]["root"].update_(root)
+        for key, slot in zip(self._root_keys, self._slot_root):
+            slot[replica] = root.get(key)
 
     def step(self, replica: int) -> None:
         self.current_replica = replica
-        view = self._slot_views[replica]
-        td = self._roots[replica].clone(False).update(view["action"].clone())
+        td = self._roots[replica].clone(False)
+        for key, slot in zip(self._action_keys, self._slot_action):
+            td.set(key, slot[replica].clone())
         try:
             stepped, root = self.envs[replica].step_and_maybe_reset(td)
         except Exception:
@@ -120,7 +127,8 @@ class _ReplicaStepper:
                 raise
             self._restart(replica, traceback.format_exc())
             return
-        view["next"].update_(stepped["next"].select(*self._next_keys))
+        for key, slot in zip(self._stepped_next, self._slot_next):
+            slot[replica] = stepped.get(key)
         self._publish_root(replica, root)
 
     def _restart(self, replica: int, env_traceback: str) -> None:
@@ -322,3 +330,7 @@ class ProcessExecutor:
 
     def close(self, timeout: float = 5.0) -> None:
         self._pool.close(timeout)
+
+
+def _as_tuple(key) -> tuple:
+    return (key,) if isinstance(key, str) else tuple(key)

@@ -25,6 +25,7 @@ from hts_lightning.collectors._checks import (
     check_backend,
     check_env_fns,
     check_inference,
+    check_inference_batch_size,
     check_picklable,
     check_sizes,
 )
@@ -78,8 +79,11 @@ class HTSCollector(BaseCollector):
         seed: the seed of every replica's env and action noise.
         device: where inference runs (default: the policy's device; the CPU for
             ``inference="workers"``).
-        inference_batch_size: the fixed number of rows of every inference call (default
-            ``min(num_envs, 8)``).
+        inference_batch_size: the fixed number of rows of every inference call, a property of
+            the run (default ``min(num_envs, 8)``, whatever ``num_workers``): batches are
+            bitwise identical across worker counts at one value. A worker acting for fewer
+            replicas pads its calls to this size; with one replica per worker (the
+            latency-bound regime) pass 1, and keep it when comparing worker counts.
         exploration_type: ``RANDOM`` samples actions from per-replica noise; other types call
             the policy in that mode.
         inference: where the policy runs. ``"workers"``: every worker acts for its own replicas
@@ -130,6 +134,10 @@ class HTSCollector(BaseCollector):
             (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
             available.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
+        cuda_graph: with inference on a CUDA device, capture the policy's step on the fixed
+            inference shape once as a CUDA graph and replay it (no per-kernel launches from
+            Python, which shares the GIL with the learner). The same kernels at the same
+            shape: the batches equal those without it (the ``gpu`` tests). Default off.
 
     Example:
         >>> from functools import partial
@@ -169,6 +177,7 @@ class HTSCollector(BaseCollector):
         on_env_error: OnEnvError = "raise",
         worker_niceness: int = 10,
         backend: Backend = "auto",
+        cuda_graph: bool = False,
     ):
         super().__init__()
         self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
@@ -178,10 +187,6 @@ class HTSCollector(BaseCollector):
         self.sync_interval = check_sizes(num_envs, blocks, frames_per_batch, sync_interval)
         if total_frames != -1 and total_frames <= 0:
             raise ValueError(f"total_frames must be -1 (no end) or positive, got {total_frames}")
-        if inference_batch_size is None:
-            inference_batch_size = min(num_envs, 8)
-        if inference_batch_size < 1:
-            raise ValueError(f"inference_batch_size must be >= 1, got {inference_batch_size}")
         if isinstance(worker_niceness, bool) or not isinstance(worker_niceness, int):
             raise TypeError(f"worker_niceness must be an int, got {worker_niceness!r}")
         if not 0 <= worker_niceness <= 19:
@@ -197,7 +202,6 @@ class HTSCollector(BaseCollector):
         self.num_workers = num_workers
         self.frames_per_batch = self.requested_frames_per_batch = num_envs * self.sync_interval
         self.total_frames = total_frames
-        self.inference_batch_size = inference_batch_size
         self.replica_offset = replica_offset
         self.num_threads = num_threads
         self._mp_start_method = mp_start_method
@@ -211,6 +215,10 @@ class HTSCollector(BaseCollector):
             device = "cpu" if inference == "workers" else _module_device(policy)
         self.device = torch.device(device)
         self.inference = check_inference(inference, self.device, num_workers)
+        inference_batch_size = check_inference_batch_size(
+            inference_batch_size, num_envs=num_envs, num_workers=blocks, inference=self.inference
+        )
+        self.inference_batch_size = inference_batch_size
         self._exploration_type = exploration_type
         inference_policy = _without_hooks(copy.deepcopy(policy)).to(self.device)
         inference_policy.requires_grad_(False)
@@ -218,7 +226,10 @@ class HTSCollector(BaseCollector):
             inference_policy.share_memory()  # the workers' view of the weights
         self._inference_weights = TensorDict.from_module(inference_policy)
         self._runner_policy = PolicyRunner(
-            inference_policy, device=self.device, exploration_type=exploration_type
+            inference_policy,
+            device=self.device,
+            exploration_type=exploration_type,
+            cuda_graph=cuda_graph,
         )
         self._layout = Layout.probe(
             self._create_env_fns[0], self._runner_policy, inference_batch_size
@@ -378,6 +389,7 @@ class HTSCollector(BaseCollector):
         return OrderedDict(
             seed=self._seed,
             replica_offset=self.replica_offset,
+            inference_batch_size=self.inference_batch_size,
             policy_version=self._policy_version,
             behaviour_version=self._behaviour_version,
             batches_yielded=self._batches_yielded,
@@ -406,6 +418,13 @@ class HTSCollector(BaseCollector):
                 "the same num_envs (in total over ranks)."
             )
         mine = slice(start, start + self.num_envs)
+        saved_size = state_dict.get("inference_batch_size", self.inference_batch_size)
+        if saved_size != self.inference_batch_size:
+            raise ValueError(
+                f"The collector state was collected with inference_batch_size={saved_size}, "
+                f"this collector infers on {self.inference_batch_size} rows: its batches would "
+                f"differ from the saved run's. Pass inference_batch_size={saved_size}."
+            )
         self._seed = state_dict["seed"]
         self._policy_version = state_dict["policy_version"]
         self._behaviour_version = state_dict["behaviour_version"]

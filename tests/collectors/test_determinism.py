@@ -143,3 +143,62 @@ def test_pong_nature_cnn_identical_across_worker_counts():
     ]
     probe.close()
     _assert_bitwise_equal(*runs)
+
+
+@pytest.mark.parametrize("inference_batch_size", [1, 2])
+def test_small_inference_shape_identical_across_worker_counts(inference_batch_size):
+    """A run's inference shape below the default (no padded rows for 2 or 1 replicas per
+    worker) keeps batches bitwise identical across 1, 2 and 4 workers."""
+    env = partial(VariableLatencyEnv, mean=0.0, distribution="constant", episode_length=9)
+    policy = partial(sampling_policy, in_features=8, num_actions=4, seed=2)
+    common = dict(num_envs=4, sync_interval=10, batches=2, seed=3)
+    runs = {
+        w: _run(env, policy(), num_workers=w, inference_batch_size=inference_batch_size, **common)
+        for w in (1, 2, 4)
+    }
+    _assert_bitwise_equal(runs[1], runs[2])
+    _assert_bitwise_equal(runs[1], runs[4])
+    assert runs[4]["policy_version"][:, 0, 0].tolist() == [0, 0]
+    # The chunks really act per row: every replica's actions are its own (not vacuous).
+    actions = runs[1]["action"].argmax(-1)
+    assert not torch.equal(actions[:, 0], actions[:, 1])
+
+
+def test_inference_batch_size_is_checked_and_kept_by_the_collector_state():
+    env = partial(VariableLatencyEnv, mean=0.0, distribution="constant")
+    policy = partial(sampling_policy, in_features=8, num_actions=4)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="inference_batch_size must be an int >= 1"):
+            HTSCollector(
+                env, policy(), num_envs=2, num_workers=0, sync_interval=4, inference_batch_size=bad
+            )
+    source = HTSCollector(
+        env,
+        policy(),
+        num_envs=2,
+        num_workers=0,
+        sync_interval=4,
+        total_frames=16,
+        inference_batch_size=1,
+    )
+    with source:
+        next(iter(source))
+        state = source.state_dict()
+    assert state["inference_batch_size"] == 1
+    other = HTSCollector(env, policy(), num_envs=2, num_workers=0, sync_interval=4)
+    assert other.inference_batch_size == 2
+    with pytest.raises(ValueError, match="Pass inference_batch_size=1"):
+        other.load_state_dict(state)
+    other.shutdown()
+
+
+def test_cuda_graph_needs_a_cuda_device():
+    with pytest.raises(ValueError, match=r"cuda_graph=True .* needs inference on a CUDA device"):
+        HTSCollector(
+            partial(CountingEnv),
+            sampling_policy(),
+            num_envs=2,
+            num_workers=0,
+            frames_per_batch=4,
+            cuda_graph=True,
+        )
