@@ -4,9 +4,12 @@ Each cell (env x algorithm x collector x seed) is one ``hts-rl fit`` process, as
 it: the recipe ``recipes/<env>_<algo>.yaml`` with ``--model.init_args.collector`` set to
 ``hts`` (HTSCollector, policy lag exactly one), ``sync`` (TorchRL's ``Collector(ParallelEnv)``,
 no lag: the paper's A2C/PPO) or ``multi_async`` (``MultiAsyncCollector``, unbounded lag, the
-IMPALA-like contender), the seed on ``--seed_everything`` and ``--model.init_args.seed``, and
-``env_backend=python`` for every contender (TorchRL's collectors cannot step the envpool
-backend's env: see RESULTS.md), so that only the collector differs. Each run trains the
+IMPALA-like contender), the seed on ``--seed_everything`` and ``--model.init_args.seed``.
+HTS runs the recipe's own ``env_backend`` (``envpool`` for cartpole_ppo, else ``python``); the
+TorchRL collectors get ``env_backend=python``: they cannot step the envpool backend's env (its
+``set_seed`` drops the pool that a TorchRL collector has already reset; RESULTS.md). So with
+the PPO recipe the wall seconds compare HTS on envpool with TorchRL on Python envs; the frames
+do not depend on the backend's speed (both are CartPole's dynamics). Each run trains the
 recipe's whole frame budget (no early stop) in its own MLflow store; its per-update
 ``rollout/return_last_20`` (step = env frames; MLflow's timestamp minus the process start =
 wall seconds) goes to ``benchmarks/raw/lag_study/<cell>.csv`` with a ``.json`` beside it
@@ -73,8 +76,9 @@ def command(env: str, algo: str, collector: str, seed: int) -> list[str]:
         f"--seed_everything={seed}",
         f"--model.init_args.seed={seed}",
         f"--model.init_args.collector={collector}",
-        "--model.init_args.env_backend=python",
         "--trainer.enable_progress_bar=false",
+        # TorchRL's collectors step the Python envs only (see the module docstring).
+        *([] if collector == "hts" else ["--model.init_args.env_backend=python"]),
     ]
 
 
@@ -102,6 +106,9 @@ def run_cell(env: str, algo: str, collector: str, seed: int) -> None:
     )
     with LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one measured run at a time, across helpers
+        if meta_path.exists():  # another driver ran it while this one waited
+            print(f"{name}: done meanwhile, skipped", flush=True)
+            return
         started = time.time()
         with (work / "log.txt").open("w") as log:
             returncode = subprocess.call(argv, cwd=work, env=environ, stdout=log, stderr=log)
@@ -220,7 +227,8 @@ def report(args: argparse.Namespace) -> None:
         f"- machine: {common.machine_line()}",
         f"- command: `{common.command_line()}`; each cell: `hts-rl fit --config "
         "recipes/<env>_<algo>.yaml --seed_everything=S --model.init_args.seed=S "
-        "--model.init_args.collector=C --model.init_args.env_backend=python`, one at a time "
+        "--model.init_args.collector=C` (C != hts: `--model.init_args.env_backend=python`), one "
+        "at a time "
         "under the shared CPU lock; raw curves in `raw/lag_study/`",
         "- thresholds: "
         + "; ".join(
