@@ -41,7 +41,6 @@ ReplicaState = tuple[TensorDictBase, Any]
 #: (replica, traceback) of an env error that ``on_env_error="restart"`` recovered from.
 Restart = tuple[int, str]
 STATES = b"P"  # parent -> stepping worker: send the states of your replicas
-ON_ENV_ERROR = ("raise", "restart")
 #: A replica that keeps failing is a bug, not bad luck: past this many restarts it raises.
 MAX_RESTARTS_PER_REPLICA = 100
 

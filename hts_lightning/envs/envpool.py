@@ -148,6 +148,7 @@ class EnvpoolReplica(EnvBase):
         self._factory = factory
         self._seed = seed
         self._pool = None
+        self._seeded_observation = None
         self._done = False
         probe = factory.make_pool(seeds=[seed], num_threads=1)
         self.observation_spec = Composite(observation=_box_spec(probe.observation_space))
@@ -163,11 +164,17 @@ class EnvpoolReplica(EnvBase):
         del probe
 
     def _set_seed(self, seed: int | None) -> None:
+        # TorchRL's collectors seed after their first reset and step on (gym envs reset when
+        # seeded): the new pool is reset here and the next reset takes that first observation.
         self._seed = 0 if seed is None else int(seed)
-        self._pool = None  # created with this seed at the next reset
+        self._pool = self._factory.make_pool(seeds=[self._seed], num_threads=1)
+        self._seeded_observation, _ = self._pool.reset()
+        self._done = False
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        if self._pool is None:
+        if self._seeded_observation is not None:
+            observation, self._seeded_observation = self._seeded_observation, None
+        elif self._pool is None:
             self._pool = self._factory.make_pool(seeds=[self._seed], num_threads=1)
             observation, _ = self._pool.reset()
         elif self._done:  # envpool's auto-reset: the action is ignored
@@ -188,6 +195,7 @@ class EnvpoolReplica(EnvBase):
         action = tensordict.get("action")
         action = action.argmax(-1) if self._discrete else action
         action = action.numpy().astype(self._action_dtype).reshape(1, *action.shape[1:])
+        self._seeded_observation = None
         observation, reward, terminated, truncated, _ = self._pool.step(
             action, np.zeros(1, dtype=np.int32)
         )
@@ -201,7 +209,7 @@ class EnvpoolReplica(EnvBase):
         )
 
     def _close(self, *args, **kwargs) -> None:
-        self._pool = None
+        self._pool = self._seeded_observation = None
 
 
 def _box_spec(space) -> Bounded:

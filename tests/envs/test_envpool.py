@@ -76,6 +76,23 @@ def test_a_finished_episode_resets_as_the_native_backend_resets_it():
     assert td["observation"].abs().max() < 0.05  # CartPole's reset state, not the fallen pole
 
 
+def test_seeding_after_a_reset_steps_on_as_seeding_before_it():
+    """TorchRL's collectors seed an env after its first reset and step on without another."""
+    action = torch.tensor([0, 1])
+    seeded_late = env_factory("CartPole-v1", backend="envpool")()
+    seeded_late.reset()
+    seeded_late.set_seed(1)
+    late = seeded_late.step(seeded_late.fake_tensordict().update({"action": action}))
+    seeded_first = env_factory("CartPole-v1", backend="envpool")()
+    seeded_first.set_seed(1)
+    first = seeded_first.step(seeded_first.reset().update({"action": action}))
+    assert torch.equal(late["next", "observation"], first["next", "observation"])
+    other = env_factory("CartPole-v1", backend="envpool")()
+    other.set_seed(2)
+    second = other.step(other.reset().update({"action": action}))
+    assert not torch.equal(second["next", "observation"], first["next", "observation"])
+
+
 def test_the_factory_is_picklable_and_keeps_the_atari_settings():
     make = env_factory(
         "ALE/Breakout-v5", backend="envpool", repeat_action_probability=0.25, frame_stack=2
