@@ -166,7 +166,8 @@ class EnvpoolReplica(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         # TorchRL's collectors seed after their first reset and step on (gym envs reset when
         # seeded): the new pool is reset here and the next reset takes that first observation.
-        self._seed = 0 if seed is None else int(seed)
+        # envpool takes int32 seeds; TorchRL's batched envs chain seeds over the uint32 range.
+        self._seed = 0 if seed is None else int(seed) % (2**31 - 1)
         self._pool = self._factory.make_pool(seeds=[self._seed], num_threads=1)
         self._seeded_observation, _ = self._pool.reset()
         self._done = False

@@ -91,6 +91,12 @@ def test_seeding_after_a_reset_steps_on_as_seeding_before_it():
     other.set_seed(2)
     second = other.step(other.reset().update({"action": action}))
     assert not torch.equal(second["next", "observation"], first["next", "observation"])
+    # TorchRL's ParallelEnv/SerialEnv chain seeds over uint32; envpool takes int32 ones.
+    other.set_seed(4087425277)
+    wide = other.step(other.reset().update({"action": action}))
+    other.set_seed(4087425277 % (2**31 - 1))
+    again = other.step(other.reset().update({"action": action}))
+    assert torch.equal(again["next", "observation"], wide["next", "observation"])
 
 
 def test_the_factory_is_picklable_and_keeps_the_atari_settings():
