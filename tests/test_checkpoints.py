@@ -191,7 +191,7 @@ def test_a_checkpoint_from_before_the_loss_change_loads_with_todays_names():
     module.on_load_checkpoint(checkpoint)
     assert module.updates == 1
     snapshot = checkpoint["hts_progress"]["behaviour_parameters"][0]
-    with module.parameters_at(0):
+    with module.behaviour.at(0, current=module.updates):
         for name, parameter in module.loss_module.named_parameters():
             assert torch.equal(parameter, snapshot[name]), name
 
