@@ -38,8 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common as common
 import _curves as curves
+import _report as reporting
 import numpy as np
 import yaml
 
@@ -123,13 +123,13 @@ def run_cell(env: str, algo: str, collector: str, seed: int) -> None:
         "process_seconds": round(seconds, 1),
         "load_after": [round(x, 2) for x in load],
         "utc_end": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "machine": common.machine_line(),
+        "machine": reporting.machine_line(),
     }
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     end = rows[-1] if rows else (0, 0.0, float("nan"))
     print(
         f"{name}: {seconds:.0f} s, {end[0]} frames, return_last_20 {end[2]:.1f}, "
-        f"load {common.load_str(load)}",
+        f"load {reporting.load_str(load)}",
         flush=True,
     )
 
@@ -150,7 +150,7 @@ def total_frames(env: str, algo: str) -> int:
 
 
 def plot(env: str, algo: str, cells: dict, threshold: float) -> Path:
-    plt = common.pyplot()
+    plt = reporting.pyplot()
     fig, (by_frames, by_wall) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     frames_grid = np.linspace(0, total_frames(env, algo), 201)
     longest = max(c.wall_s[-1] for runs in cells.values() for c, _ in runs.values())
@@ -172,8 +172,8 @@ def plot(env: str, algo: str, cells: dict, threshold: float) -> Path:
     by_frames.set_title(f"{algo.upper()}, {env}: mean and 95% CI over seeds, per frame")
     by_wall.set_title("per wall second (a seed's curve ends with its run)")
     by_wall.legend(fontsize=8)
-    common.PLOTS.mkdir(exist_ok=True)
-    path = common.PLOTS / f"lag_study_{env}_{algo}.png"
+    reporting.PLOTS.mkdir(exist_ok=True)
+    path = reporting.PLOTS / f"lag_study_{env}_{algo}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -216,7 +216,7 @@ def table(env: str, algo: str, cells: dict) -> list[str]:
         "median run s",
         "load (1 min)",
     )
-    return common.markdown_table(["collector", *numbers], rows, right=numbers[:3] + numbers[4:])
+    return reporting.markdown_table(["collector", *numbers], rows, right=numbers[:3] + numbers[4:])
 
 
 def report(args: argparse.Namespace) -> None:
@@ -224,8 +224,8 @@ def report(args: argparse.Namespace) -> None:
         f"### Lag study: HTS (lag 1) against sync (lag 0) and multi_async, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         "",
-        f"- machine: {common.machine_line()}",
-        f"- command: `{common.command_line()}`; each cell: `hts-rl fit --config "
+        f"- machine: {reporting.machine_line()}",
+        f"- command: `{reporting.command_line()}`; each cell: `hts-rl fit --config "
         "recipes/<env>_<algo>.yaml --seed_everything=S --model.init_args.seed=S "
         "--model.init_args.collector=C` (C != hts: `--model.init_args.env_backend=python`), one "
         "at a time "
@@ -245,7 +245,7 @@ def report(args: argparse.Namespace) -> None:
             parts += [f"**{env} {algo}** ({total_frames(env, algo):,} frames)", ""]
             parts += table(env, algo, cells)
             parts += ["", f"![{env} {algo}](plots/{path.name})", ""]
-    common.emit("\n".join(parts), args.output)
+    reporting.emit("\n".join(parts), args.output)
 
 
 def main(argv=None) -> None:
