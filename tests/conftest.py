@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -27,6 +29,23 @@ def worker_processes() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(code: str, path: Path, *, timeout: float) -> subprocess.CompletedProcess:
+    """``code`` saved to ``path`` and run as a new user would (``python path``), its output
+    captured; the package imported is this checkout's."""
+    path.write_text(code)
+    return subprocess.run(
+        [sys.executable, str(path)],
+        cwd=path.parent,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def shm_entries() -> set[str]:

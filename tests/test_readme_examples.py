@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, run_script
+
 README = (ROOT / "README.md").read_text()
 EXAMPLES = re.findall(r"```python\n(.*?)```", README, re.S)
 # The README's sizes, and the tiny ones run here (2 cores, shared): the same code otherwise.
@@ -24,16 +23,7 @@ def _tiny(text: str) -> str:
 
 
 def _run(code: str, folder: Path) -> subprocess.CompletedProcess:
-    script = folder / "example.py"
-    script.write_text(code)
-    return subprocess.run(
-        [sys.executable, str(script)],
-        cwd=folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return run_script(code, folder / "example.py", timeout=240)
 
 
 def test_the_readme_has_the_collector_example():

@@ -19,20 +19,22 @@ def _pong_policy(probe):
     return model.get_policy_operator().to("cuda")
 
 
-def _collect(num_workers: int, batches: int = 2):
+def _collect(num_workers: int, *, num_envs: int, steps: int, batches: int, seed: int, **kwargs):
+    """Batches collected with a CUDA policy whose weights change (seeded) after each one."""
     env = partial(make_atari_env, "ALE/Pong-v5")
     probe = env()
     policy = _pong_policy(probe)
     probe.close()
-    generator = torch.Generator(device="cuda").manual_seed(0)
+    generator = torch.Generator(device="cuda").manual_seed(seed)
     out = []
     with HTSCollector(
         env,
         policy,
-        num_envs=8,
+        num_envs=num_envs,
         num_workers=num_workers,
-        frames_per_batch=8 * 32,
-        total_frames=8 * 32 * batches,
+        frames_per_batch=num_envs * steps,
+        total_frames=num_envs * steps * batches,
+        **kwargs,
     ) as collector:
         assert collector.device.type == "cuda"
         for batch in collector:
@@ -44,8 +46,13 @@ def _collect(num_workers: int, batches: int = 2):
     return torch.stack(out)
 
 
+_PAIR = dict(num_envs=8, steps=32, batches=2, seed=0)
+#: Three batches with inference in this process on CUDA, weights changed between them.
+_MAIN = dict(num_envs=4, steps=16, batches=3, seed=1)
+
+
 def test_cuda_inference_is_identical_across_worker_counts():
-    serial, parallel = _collect(0), _collect(2)
+    serial, parallel = _collect(0, **_PAIR), _collect(2, **_PAIR)
     assert serial["observation"].device.type == "cpu"
     for key in serial.keys(include_nested=True, leaves_only=True):
         assert torch.equal(serial[key], parallel[key]), f"{key} differs"
@@ -74,36 +81,10 @@ def test_worker_inference_runs_on_the_cpu_for_a_cuda_policy():
     assert batch["action"].sum(-1).eq(1).all()
 
 
-def _collect_main(num_workers: int, **kwargs):
-    """Two batches with inference in this process on CUDA, weights changed between them."""
-    env = partial(make_atari_env, "ALE/Pong-v5")
-    probe = env()
-    policy = _pong_policy(probe)
-    probe.close()
-    generator = torch.Generator(device="cuda").manual_seed(1)
-    out = []
-    with HTSCollector(
-        env,
-        policy,
-        num_envs=4,
-        num_workers=num_workers,
-        frames_per_batch=4 * 16,
-        total_frames=4 * 16 * 3,
-        **kwargs,
-    ) as collector:
-        for batch in collector:
-            out.append(batch)
-            with torch.no_grad():
-                for p in policy.parameters():
-                    p.add_(0.05 * torch.randn(p.shape, device="cuda", generator=generator))
-            collector.update_policy_weights_()
-    return torch.stack(out)
-
-
 def test_cuda_graph_replays_give_the_eager_batches_and_take_up_new_weights():
-    eager = _collect_main(2)
-    graphed = _collect_main(2, cuda_graph=True)
-    serial_graphed = _collect_main(0, cuda_graph=True)
+    eager = _collect(2, **_MAIN)
+    graphed = _collect(2, cuda_graph=True, **_MAIN)
+    serial_graphed = _collect(0, cuda_graph=True, **_MAIN)
     for key in eager.keys(include_nested=True, leaves_only=True):
         assert torch.equal(eager[key], graphed[key]), f"{key} differs with cuda_graph"
         assert torch.equal(eager[key], serial_graphed[key]), f"{key} differs, serial graph"

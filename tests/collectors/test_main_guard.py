@@ -6,15 +6,13 @@ guard its top-level code starts collectors inside the workers, which multiproces
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import run_script
 
 BODY = """\
 env = CountingEnv()
@@ -33,16 +31,7 @@ from hts_lightning.models import make_actor_critic
 
 
 def _run(code: str, folder: Path) -> subprocess.CompletedProcess:
-    script = folder / "script.py"
-    script.write_text(code)
-    return subprocess.run(
-        [sys.executable, str(script)],
-        cwd=folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_script(code, folder / "script.py", timeout=120)
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
