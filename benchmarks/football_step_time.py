@@ -33,20 +33,9 @@ from _runner import FOOTBALL, Run, contenders, train
 
 from hts_lightning import make_football_env
 from hts_lightning.choices import CollectorKind
+from hts_lightning.envs.football import PAPER_SCENARIOS
 
-SCENARIOS = (
-    "academy_empty_goal_close",
-    "academy_empty_goal",
-    "academy_run_to_score",
-    "academy_run_to_score_with_keeper",
-    "academy_pass_and_shoot_with_keeper",
-    "academy_run_pass_and_shoot_with_keeper",
-    "academy_3_vs_1_with_keeper",
-    "academy_corner",
-    "academy_counterattack_easy",
-    "academy_counterattack_hard",
-    "11_vs_11_easy_stochastic",
-)
+SCENARIOS = PAPER_SCENARIOS
 RECIPE = os.path.join(
     os.path.dirname(__file__), "..", "recipes", "football", f"{FOOTBALL}_ppo.yaml"
 )

@@ -12,22 +12,11 @@ import yaml
 from mlflow import MlflowClient
 
 from hts_lightning.cli import main
+from hts_lightning.envs.football import PAPER_SCENARIOS
+from tests.tracking.helpers import TINY
 
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "recipes"
 RECIPES = sorted(RECIPE_DIR.rglob("*.yaml"))
-FOOTBALL_SCENARIOS = [
-    "academy_empty_goal_close",
-    "academy_empty_goal",
-    "academy_run_to_score",
-    "academy_run_to_score_with_keeper",
-    "academy_pass_and_shoot_with_keeper",
-    "academy_run_pass_and_shoot_with_keeper",
-    "academy_3_vs_1_with_keeper",
-    "academy_corner",
-    "academy_counterattack_easy",
-    "academy_counterattack_hard",
-    "11_vs_11_easy_stochastic",
-]
 
 
 def test_the_recipes_we_promise_exist():
@@ -40,7 +29,7 @@ def test_the_recipes_we_promise_exist():
         "atari/breakout_ppo.yaml",
         "cartpole_acktr.yaml",
         "atari/pong_acktr.yaml",
-        *(f"football/{scenario}_ppo.yaml" for scenario in FOOTBALL_SCENARIOS),
+        *(f"football/{scenario}_ppo.yaml" for scenario in PAPER_SCENARIOS),
         "football/academy_3_vs_1_with_keeper_multiagent_ppo.yaml",
     }
     assert promised <= names
@@ -62,12 +51,12 @@ def test_football_recipes_use_the_papers_ppo_settings():
         "total_frames": 5_000_000,
     }
     recipes = sorted((RECIPE_DIR / "football").glob("*.yaml"))
-    assert len(recipes) == len(FOOTBALL_SCENARIOS) + 1
+    assert len(recipes) == len(PAPER_SCENARIOS) + 1
     for recipe in recipes:
         config = yaml.safe_load(recipe.read_text())
         init_args = config["model"]["init_args"]
         assert {k: init_args[k] for k in paper} == paper, recipe.name
-        assert init_args["env_id"].removeprefix("GFootball/") in FOOTBALL_SCENARIOS
+        assert init_args["env_id"].removeprefix("GFootball/") in PAPER_SCENARIOS
         # rewards scoring+checkpoints: the env's default, or said explicitly.
         rewards = init_args.get("env_kwargs", {}).get("rewards", "scoring,checkpoints")
         assert rewards == "scoring,checkpoints", recipe.name
@@ -96,14 +85,7 @@ def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch, empty_store):
     shutil.copy(empty_store, tmp_path / "mlflow.db")
     store = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
-    overrides = [
-        "--model.init_args.num_envs=2",
-        "--model.init_args.num_workers=1",
-        "--model.init_args.sync_interval=8",
-        "--model.init_args.total_frames=32",
-        "--trainer.log_every_n_steps=1",
-        "--trainer.enable_progress_bar=false",
-    ]
+    overrides = list(TINY)
     if "minibatches" in init_args:
         overrides.append("--model.init_args.minibatches=2")
     assert main(["fit", "--config", str(recipe), *overrides]) == 0

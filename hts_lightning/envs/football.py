@@ -15,7 +15,22 @@ from torchrl.envs.gym_like import default_info_dict_reader
 
 from hts_lightning.envs._registry import check_football_scenario
 
-__all__ = ["make_football_env"]
+__all__ = ["PAPER_SCENARIOS", "make_football_env"]
+
+#: The scenarios of the HTS-RL paper's football results; each has a recipe in recipes/football.
+PAPER_SCENARIOS = (
+    "academy_empty_goal_close",
+    "academy_empty_goal",
+    "academy_run_to_score",
+    "academy_run_to_score_with_keeper",
+    "academy_pass_and_shoot_with_keeper",
+    "academy_run_pass_and_shoot_with_keeper",
+    "academy_3_vs_1_with_keeper",
+    "academy_corner",
+    "academy_counterattack_easy",
+    "academy_counterattack_hard",
+    "11_vs_11_easy_stochastic",
+)
 
 #: Per-step env outputs read from the info dict: the step's scoring reward, the goal difference.
 _INFO_KEYS = ("score_reward", "goal_difference")

@@ -8,7 +8,7 @@ from lightning import Callback
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
-# As in tests/test_recipes.py: two updates of 16 frames.
+# Two updates of 16 frames: the recipe smoke tests' overrides (tests/test_recipes.py too).
 TINY = [
     "--model.init_args.num_envs=2",
     "--model.init_args.num_workers=1",
