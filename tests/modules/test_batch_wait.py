@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+import signal
+import threading
+import time
 
+import pytest
+import torch
+from lightning import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from hts_lightning import A2C
+from hts_lightning.callbacks import StopOnSignal
 from hts_lightning.collectors import BatchTimeoutError
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
@@ -51,3 +62,39 @@ def test_a_batch_that_never_comes_ends_the_wait_with_an_error_naming_the_collect
 def test_batch_timeout_must_be_positive():
     with pytest.raises(ValueError, match="batch_timeout=0: give the seconds a batch may take"):
         _binding("hts", batch_timeout=0)
+
+
+def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(tmp_path):
+    # Both replicas' step to count 27 never returns: batch 4 (counts 25..32) never comes, so
+    # after update 3 the module waits for it and no update ends. batch_timeout is only the
+    # hang guard here (before the stop was at once, the run waited out the bound).
+    module = A2C(
+        env_id="Counting",
+        env_kwargs={"max_count": 1000, "stall_at": 27},
+        num_envs=2,
+        num_workers=1,
+        sync_interval=8,
+        total_frames=16 * 100,
+        batch_timeout=60,
+    )
+
+    def terminate_when_waiting():
+        while module.updates < 3:
+            time.sleep(0.05)
+        time.sleep(1)  # update 3's logging and checkpoint hooks end: then the module only waits
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer = Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ModelCheckpoint(dirpath=tmp_path, save_last=True), StopOnSignal()],
+    )
+    threading.Thread(target=terminate_when_waiting, daemon=True).start()
+    with pytest.raises(SIGTERMException):
+        trainer.fit(module)
+    assert module.updates == 3
+    saved = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["global_step"] == 3 and saved["hts_progress"]["updates"] == 3
+    assert worker_processes() == []
