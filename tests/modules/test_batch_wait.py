@@ -98,3 +98,29 @@ def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(tm
     saved = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
     assert saved["global_step"] == 3 and saved["hts_progress"]["updates"] == 3
     assert worker_processes() == []
+
+
+def test_a_multi_async_collector_goes_on_after_its_state_is_saved():
+    # One worker, slow steps: right after a batch its next rollout is in flight when the
+    # checkpoint reads the collector's state. TorchRL 0.14.1's MultiAsyncCollector.state_dict()
+    # made that worker drop the rollout and wait for a "continue" that never came: the next
+    # batch never came (until batch_timeout, the hang guard here).
+    binding = _binding("multi_async", batch_timeout=30, max_delay=0.02)
+    loader = binding.start(batches=3, updates=0, world_size=1, rank=0)
+    batches = iter(loader)
+    try:
+        sizes = [next(batches).numel()]
+        saved = binding.state_dict(world_size=1)
+        sizes += [batch.numel() for batch in batches]
+    finally:
+        binding.shutdown()
+    assert sizes == [16, 16, 16]
+    # A resumed run starts a new collector (with the trained weights): it yields batches.
+    resumed = _binding("multi_async", batch_timeout=30)
+    resumed.load_state_dict(saved)
+    try:
+        first = next(iter(resumed.start(batches=3, updates=1, world_size=1, rank=0)))
+    finally:
+        resumed.shutdown()
+    assert first.numel() == 16
+    assert worker_processes() == []
