@@ -37,10 +37,11 @@ def fresh_threads() -> None:
     """Give this process torch's thread count of a fresh one, before each contender starts.
 
     Each collector then sets the learner's threads by its own rule, as in a user's program:
-    the HTSCollector's default (``HTSCollector._learner_threads``: every core beside niced
-    workers), TorchRL's (one core per worker left free). TorchRL's collectors change the count
-    when they start and restore it on shutdown, the HTSCollector sets it for its learner: without
-    the reset the order of runs would change the next contender's threads.
+    the HTSCollector's default (``HTSCollector._learner_threads``: one core per worker left
+    free, every core beside niced workers), TorchRL's (one core per worker left free).
+    TorchRL's collectors change the count when they start and restore it on shutdown, the
+    HTSCollector sets it for its learner: without the reset the order of runs would change the
+    next contender's threads.
     """
     torch.set_num_threads(FRESH_THREADS)
 

@@ -21,7 +21,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from hts_lightning.callbacks import StopOnSignal
 from hts_lightning.checkpoint import needs_migration, read_checkpoint
-from hts_lightning.collectors import EnvReplicaError, WorkerDiedError
+from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
 from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
 from hts_lightning.tracking.callback import CHECKPOINT_KEY
@@ -148,7 +148,7 @@ def fit(argv: list[str] | None) -> int:
     except SIGTERMException:
         print(f"hts-rl: stopped by {signal.Signals(stop.received).name}", file=sys.stderr)
         return 128 + stop.received
-    except (EnvReplicaError, WorkerDiedError, FloatingPointError) as error:
+    except (EnvReplicaError, WorkerDiedError, BatchTimeoutError, FloatingPointError) as error:
         print(f"hts-rl: error: {error}", file=sys.stderr)
         return 1
     return 0

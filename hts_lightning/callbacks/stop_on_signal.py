@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-__all__ = ["StopOnSignal"]
+__all__ = ["StopOnSignal", "stop_at_once_while"]
+
+# Depth of the waits in progress, in the main thread, where a stop signal may end the run at
+# once (signal handlers run in the main thread, between its bytecodes).
+_waits_to_cut = 0
+
+
+@contextmanager
+def stop_at_once_while() -> Iterator[None]:
+    """Mark a wait between updates, in which nothing is half done (the wait for a batch): a
+    stop signal in it ends the run at once, with the checkpoint of the last update, instead
+    of after an update that may be long in coming (or never come).
+
+    Example:
+        >>> with stop_at_once_while():
+        ...     batch = [1, 2]
+        >>> batch
+        [1, 2]
+    """
+    global _waits_to_cut
+    _waits_to_cut += 1
+    try:
+        yield
+    finally:
+        _waits_to_cut -= 1
 
 
 def _raise_sigterm_after_this_batch(trainer: Trainer) -> None:
@@ -37,6 +63,12 @@ class StopOnSignal(Callback):
     signalled rank alone, which stops that rank one update before the others (a hang under
     DDP), and its handler broadcasts from inside the signal handler.
 
+    A signal while the module waits for a batch (a wait marked by :func:`stop_at_once_while`)
+    stops the run at once, on a single process: the update before it is done, the batch in
+    flight is dropped, and the checkpoint is the same as after that update. Under DDP the
+    ranks still stop together, after an update (the wait for a batch is bounded by the
+    module's ``batch_timeout``).
+
     ``received`` is the signal that stopped the run (``None`` if none did; SIGTERM on a rank
     stopped by another rank's signal).
 
@@ -50,10 +82,12 @@ class StopOnSignal(Callback):
     def __init__(self) -> None:
         self.received: int | None = None
         self._previous_handlers: dict[int, object] = {}
+        self._single_process = True
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Not on_fit_start: Lightning installs its SIGTERM handler after that hook.
         self.received = None
+        self._single_process = trainer.world_size == 1
         try:
             self._previous_handlers = {
                 signum: signal.signal(signum, self._on_signal)
@@ -68,6 +102,9 @@ class StopOnSignal(Callback):
         if self.received is None:
             self.received = signum
             name = signal.Signals(signum).name
+            if _waits_to_cut and self._single_process:
+                print(f"\n{name}: stopping now (waiting for a batch, no update under way)...")
+                raise SIGTERMException
             print(f"\n{name}: stopping after the current update (Ctrl-C again to abort)...")
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args) -> None:

@@ -2,10 +2,11 @@
 ACKTR's Fisher pass reuses: a sample from a uniform tensor owned by the caller)."""
 
 from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
-from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
+from hts_lightning.collectors.errors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.collectors.hts import HTSCollector
 
 __all__ = [
+    "BatchTimeoutError",
     "EnvReplicaError",
     "HTSCollector",
     "WorkerDiedError",

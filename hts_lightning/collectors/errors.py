@@ -1,8 +1,16 @@
-"""Errors the HTSCollector raises to its consumer, carrying the replica they concern."""
+"""Errors raised to the collectors' consumer: the HTSCollector's, carrying the replica they
+concern, and the bound on the wait for a batch from any collector."""
 
 from __future__ import annotations
 
-__all__ = ["EnvReplicaError", "WorkerDiedError"]
+__all__ = ["BatchTimeoutError", "EnvReplicaError", "WorkerDiedError"]
+
+
+class BatchTimeoutError(RuntimeError):
+    """No batch came from a collector within the training module's ``batch_timeout``.
+
+    Not a ``TimeoutError``: the collectors' own wait loops catch those and wait on.
+    """
 
 
 class EnvReplicaError(RuntimeError):

@@ -96,12 +96,12 @@ class HTSCollector(BaseCollector):
         replica_offset: global index of the first replica, for a shard of a larger set (one
             rank of many): replica seeds depend on the global index.
         num_threads: torch threads of the calling process (the learner's) once workers start;
-            default: every usable core when worker processes run at a lower priority
-            (``worker_niceness`` > 0: they take what the learner leaves), else (and for
-            envpool's threads, which share the learner's priority)
-            ``max(1, usable cores - num_workers)`` as TorchRL's multiprocess collectors do (a
-            learner with a thread per core beside workers of equal priority oversubscribes
-            the cores: a CartPole PPO update measured 10x slower on 2 cores).
+            default: ``max(1, usable cores - num_workers)`` as TorchRL's multiprocess
+            collectors do (a learner with a thread per core beside workers of equal priority
+            oversubscribes the cores: a CartPole PPO update measured 10x slower on 2 cores),
+            or every usable core when the worker processes run at a lower priority
+            (``worker_niceness`` > 0: they take what the learner leaves; not envpool's
+            threads, which share the learner's priority).
         mp_start_method: start method of the worker processes.
         on_env_error: what an exception in an env's step does. ``"raise"`` (default): the
             iterator raises :class:`EnvReplicaError` naming the replica and the env's traceback.
@@ -113,13 +113,16 @@ class HTSCollector(BaseCollector):
             run would give (the other replicas' are unchanged), and a replica that fails more
             than 100 times raises. Errors in env construction or reset, and dead workers,
             always raise.
-        worker_niceness: added to the worker processes' niceness (Unix ``nice``, 0-19). The
-            learner's update is HTS's critical path: collection only has to finish before
-            it. Where learner and workers compete for cores, the learner gets them first and
-            the workers use what it leaves (measured on 2 cores: PPO updates 25% shorter,
-            training 1.3x faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). It
-            changes only the timing, never the data. 0 leaves the workers at the caller's
-            priority (with the envpool backend: its one worker process and its threads).
+        worker_niceness: added to the worker processes' niceness (Unix ``nice``, 0-19).
+            Default 0: the workers keep the caller's priority. The learner's update is HTS's
+            critical path (collection only has to finish before it), so on a machine of its
+            own a run may give the learner the cores first with e.g. 10: the workers then use
+            what it leaves (measured on 2 cores: PPO updates 25% shorter, training 1.3x
+            faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). Beside other
+            people's processes niced workers get only what those leave (CartPole PPO on
+            Python envs collected ~66 frames/s on a busy shared machine). It changes only the
+            timing, never the data. With the envpool backend it applies to its one worker
+            process, not to envpool's threads.
         backend: how replicas are stepped. ``"python"``: each replica is a TorchRL env in a
             worker process (or this one). ``"envpool"``: the native backend, for an
             :class:`~hts_lightning.envs.envpool.EnvpoolFactory` (``env_factory(..., backend=
@@ -175,7 +178,7 @@ class HTSCollector(BaseCollector):
         num_threads: int | None = None,
         mp_start_method: str = "forkserver",
         on_env_error: OnEnvError = "raise",
-        worker_niceness: int = 10,
+        worker_niceness: int = 0,
         backend: Backend = "auto",
         cuda_graph: bool = False,
     ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 
 import torch
@@ -22,7 +23,9 @@ class CountingEnv(EnvBase):
     index of the action taken (so a test can read the actions back from the rewards); the
     episode terminates when the count reaches ``max_count``. ``max_delay`` adds a uniformly
     random sleep to every step, drawn from an unseeded RNG: it changes the timing, never the
-    data. ``fail_at`` makes the step that reaches that count raise, to exercise error paths.
+    data. ``fail_at`` makes the step that reaches that count raise, to exercise error paths;
+    ``stall_at`` makes it never return (it says so on stderr, then sleeps for an hour), as a
+    hung env does.
 
     Example:
         >>> env = CountingEnv(max_count=3)
@@ -38,6 +41,7 @@ class CountingEnv(EnvBase):
         num_actions: int = 2,
         max_delay: float = 0.0,
         fail_at: int | None = None,
+        stall_at: int | None = None,
     ):
         super().__init__(batch_size=torch.Size([]))
         if max_count < 1:
@@ -45,6 +49,7 @@ class CountingEnv(EnvBase):
         self.max_count = max_count
         self.max_delay = max_delay
         self.fail_at = fail_at
+        self.stall_at = stall_at
         self._timing = random.Random()
         self._count = 0
         self.observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=torch.float32))
@@ -69,6 +74,10 @@ class CountingEnv(EnvBase):
         self._count += 1
         if self.fail_at is not None and self._count >= self.fail_at:
             raise RuntimeError(f"CountingEnv failing on purpose at count {self._count}")
+        if self.stall_at is not None and self._count >= self.stall_at:
+            print(f"CountingEnv stalling on purpose at count {self._count}", file=sys.stderr)
+            sys.stderr.flush()
+            time.sleep(3600)
         terminated = torch.tensor([self._count >= self.max_count])
         action = tensordict["action"].argmax(-1).to(torch.float32)
         return TensorDict(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 from tensordict import TensorDictBase
@@ -10,9 +11,12 @@ from tensordict.nn import TensorDictModuleBase
 from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase
 
+from hts_lightning.callbacks.stop_on_signal import stop_at_once_while
 from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError
 from hts_lightning.collectors.baselines import make_collector
+from hts_lightning.collectors.errors import BatchTimeoutError
 from hts_lightning.collectors.hts import HTSCollector
+from hts_lightning.modules._deadline import deadline
 
 __all__ = ["CollectionBinding"]
 
@@ -23,6 +27,11 @@ class CollectionBinding:
     CollectorKind`, built by :func:`~hts_lightning.collectors.baselines.make_collector`) it
     drives: this rank's shard, policy versions mapped onto the module's updates, weights sent,
     env restarts, checkpoint state of every rank.
+
+    Every wait for a batch is bounded by ``batch_timeout`` seconds (``None``: unbounded): past
+    it, :class:`~hts_lightning.collectors.BatchTimeoutError` names the collector and the batch
+    it was collecting. A stop signal during the wait ends the run at once (see
+    :class:`~hts_lightning.callbacks.StopOnSignal`).
 
     Example:
         >>> from hts_lightning.envs import env_factory
@@ -51,8 +60,16 @@ class CollectionBinding:
         device: str | None = None,
         inference: InferenceMode = "auto",
         on_env_error: OnEnvError = "raise",
+        batch_timeout: float | None = 600.0,
     ):
+        if batch_timeout is not None and not batch_timeout > 0:
+            raise ValueError(
+                f"batch_timeout={batch_timeout!r}: give the seconds a batch may take (> 0), "
+                "or None for no bound."
+            )
         self.kind = kind
+        self.num_workers = num_workers
+        self.batch_timeout = batch_timeout
         self._make = dict(
             create_env_fn=create_env,
             policy=policy,
@@ -66,6 +83,7 @@ class CollectionBinding:
         self.num_envs = num_envs
         self.sync_interval = sync_interval
         self.collector: BaseCollector | None = None
+        self._local_envs = num_envs
         # A new collector counts policy versions from 0 with the weights it is given (the
         # trained ones on a second fit): the module's update count then is the offset.
         self._version_offset = 0
@@ -84,7 +102,7 @@ class CollectionBinding:
         """This rank's collector for ``batches`` batches, ``updates`` updates into training
         (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader."""
         self.check_ranks(world_size)
-        local = self.num_envs // world_size
+        local = self._local_envs = self.num_envs // world_size
         self._version_offset = updates
         self.collector = make_collector(
             self.kind,
@@ -96,7 +114,20 @@ class CollectionBinding:
         if self._state_to_load is not None:
             self._restore(self._state_to_load, world_size, rank)
             self._state_to_load = None
-        return _CollectorLoader(self.collector)
+        return _CollectorLoader(
+            self.collector, on_timeout=self._timed_out, seconds=self.batch_timeout
+        )
+
+    def _timed_out(self, batch: int) -> BatchTimeoutError:
+        return BatchTimeoutError(
+            f"No batch from the {self.kind!r} collector within batch_timeout="
+            f"{self.batch_timeout:g} s: it was collecting its batch {batch} ({self._local_envs} "
+            f"env replicas x {self.sync_interval} steps, in {self.num_workers} worker "
+            "processes). "
+            "An env step that never returns, or workers starved of CPU, hold a batch back. If "
+            "a batch can take that long here (slow envs, a loaded machine), raise batch_timeout "
+            "(model.init_args.batch_timeout, seconds; null for no bound)."
+        )
 
     def behaviour_version(self, batch: TensorDictBase, *, updates: int) -> int | None:
         """The module's update count whose weights collected ``batch``; ``None`` when the
@@ -126,6 +157,14 @@ class CollectionBinding:
         """The collector's state; under DDP, of every rank (saving runs on every rank)."""
         if self.collector is None:
             return None
+        if self.kind == "multi_async":
+            # TorchRL 0.14.1's MultiAsyncCollector.state_dict() asks each worker over its pipe;
+            # a worker in the middle of a rollout (one always is, between batches) drops that
+            # rollout to answer, then waits for a "continue" that the collector's iterator
+            # sends only once that rollout arrives: no batch ever comes again. Its state
+            # (frame counters, trajectory ids, the workers' copies of the weights; no env RNG)
+            # is not needed to go on: a resumed run starts a new collector.
+            return {"kind": "new"}
         state = self.collector.state_dict()
         states: list = [state]
         if world_size > 1:
@@ -145,6 +184,8 @@ class CollectionBinding:
             self.collector.shutdown()
 
     def _restore(self, saved: dict, world_size: int, rank: int) -> None:
+        if saved["kind"] == "new":
+            return
         if saved["kind"] == "hts":
             self.collector.load_state_dict(saved["state"])
             return
@@ -166,11 +207,31 @@ class _CollectorLoader:
     resumes mid-epoch correctly.
     """
 
-    def __init__(self, collector: BaseCollector):
+    def __init__(
+        self,
+        collector: BaseCollector,
+        *,
+        on_timeout: Callable[[int], BaseException],
+        seconds: float | None,
+    ):
         self.collector = collector
+        self._on_timeout = on_timeout
+        self._seconds = seconds
 
     def __iter__(self) -> Iterator[TensorDictBase]:
-        return iter(self.collector)
+        batches = iter(self.collector)
+        waited_for = 0
+        while True:
+            waited_for += 1
+            # Between updates, nothing half done: a stop signal may end the run in this wait.
+            with (
+                stop_at_once_while(),
+                deadline(self._seconds, partial(self._on_timeout, waited_for)),
+            ):
+                batch = next(batches, None)
+            if batch is None:
+                return
+            yield batch
 
     def __len__(self) -> int:
         return len(self.collector)

@@ -102,6 +102,10 @@ class OnPolicyModule(LightningModule):
             ``collector/env_restarts``; that replica's trajectory is no longer reproducible).
         env_backend: ``"python"`` (TorchRL envs in worker processes) or ``"envpool"`` (the
             HTSCollector's native backend: envpool's C++ threads step the replicas; Linux x86-64).
+        batch_timeout: seconds the module waits for a batch from its collector (any kind)
+            before it stops with :class:`~hts_lightning.collectors.BatchTimeoutError`, naming
+            the collector (``None``: no bound). The default, 10 minutes, is far above a batch
+            of the recipes here; raise it for envs slower than that.
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -132,6 +136,7 @@ class OnPolicyModule(LightningModule):
         inference: InferenceMode = "auto",
         on_env_error: OnEnvError = "raise",
         env_backend: EnvBackend = "python",
+        batch_timeout: float | None = 600.0,
     ):
         super().__init__()
         self.gradient_mode = choices.check_gradient_mode(
@@ -181,6 +186,7 @@ class OnPolicyModule(LightningModule):
             device=inference_device,
             inference=inference,
             on_env_error=on_env_error,
+            batch_timeout=batch_timeout,
         )
         self.automatic_optimization = False
         self.frames_per_batch = num_envs * sync_interval

@@ -28,7 +28,9 @@ class LeanClipPPOLoss(ClipPPOLoss):
     its distribution (``get_dist``), the critic loss (:meth:`loss_critic`), the value
     estimator, keys and coefficients. It needs the advantage in the input (the on-policy
     skeleton computes it per batch) and a single action head; the loss is the mean over the
-    minibatch. ``torch.compile`` did not pay on CPU: 59 s to compile, no faster after.
+    minibatch. ``critic_coeff=0`` (which ClipPPOLoss stores as ``None``) leaves the critic
+    out: ``loss_critic`` is 0 and gives no gradient. ``torch.compile`` did not pay on CPU:
+    59 s to compile, no faster after.
 
     When the actor is a chain of plain ``TensorDictModule`` s (one output key each) ending in
     a ``ProbabilisticTensorDictModule``, and the critic is one ``TensorDictModule``, as
@@ -67,6 +69,10 @@ class LeanClipPPOLoss(ClipPPOLoss):
         allow, else through TensorDict and ClipPPOLoss.loss_critic."""
         if self._tensor_path is None:
             dist = self.actor_network.get_dist(tensordict)  # writes the trunk's outputs
+            if self.critic_coeff is None:
+                # ClipPPOLoss turns critic_coeff=0 into None, and then its loss_critic returns
+                # the unweighted loss: a weight of 0 is no critic term at all.
+                return dist, tensordict.get(self.tensor_keys.advantage).new_zeros(())
             return dist, self.loss_critic(tensordict)[0]
         layers, head, critic = self._tensor_path
         values = {key: tensordict.get(key) for key in self.actor_network.in_keys}
