@@ -8,10 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from mlflow import MlflowClient
 
 from hts_lightning.cli import main
+from hts_lightning.envs import env_factory
 from hts_lightning.envs.football import PAPER_SCENARIOS
 from tests.tracking.helpers import TINY
 
@@ -73,8 +75,30 @@ def empty_store(tmp_path_factory):
     return path
 
 
+# The scenario recipes differ only in env_id (test_football_recipes_use_the_papers_ppo_settings):
+# two of them train here, and every one's env is built and stepped (test below).
+FOOTBALL_TRAINED = {"academy_empty_goal_close_ppo", "academy_3_vs_1_with_keeper_multiagent_ppo"}
+TRAINED = [r for r in RECIPES if "football" not in r.parts or r.stem in FOOTBALL_TRAINED]
+
+
+@pytest.mark.parametrize(
+    "recipe", sorted((RECIPE_DIR / "football").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_football_recipe_env_steps(recipe):
+    if importlib.util.find_spec("gfootball") is None:
+        pytest.skip("the football extra is not installed (scripts/install_football.sh .venv)")
+    init_args = yaml.safe_load(recipe.read_text())["model"]["init_args"]
+    env = env_factory(init_args["env_id"], **init_args.get("env_kwargs", {}))()
+    try:
+        out = env.rollout(3)
+    finally:
+        env.close()
+    assert out["next", "observation"].shape[0] == 3
+    assert torch.isfinite(out["next", "reward"]).all()
+
+
 @pytest.mark.smoke
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("recipe", TRAINED, ids=lambda p: p.stem)
 def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch, empty_store):
     if "football" in recipe.parts and importlib.util.find_spec("gfootball") is None:
         pytest.skip("the football extra is not installed (scripts/install_football.sh .venv)")
