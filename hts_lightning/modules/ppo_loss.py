@@ -94,17 +94,17 @@ class LeanClipPPOLoss(ClipPPOLoss):
         epsilon = self.clip_epsilon
         clipped = log_weight.clamp((-epsilon).log1p(), epsilon.log1p())
         gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
-        entropy = dist.entropy()
+        entropy = dist.entropy().mean()
         with torch.no_grad():
             clip_fraction = (clipped != log_weight).float().mean()
             kl_approx = (behaviour_log_prob - log_prob).mean()
         return TensorDict(
             loss_objective=-gain.mean(),
             loss_critic=loss_critic.mean(),
-            loss_entropy=-self.entropy_coeff * entropy.mean(),
+            loss_entropy=-self.entropy_coeff * entropy,
             clip_fraction=clip_fraction,
             kl_approx=kl_approx,
-            entropy=entropy.detach().mean(),
+            entropy=entropy.detach(),
         )
 
 
