@@ -4,9 +4,14 @@ One batch is collected with the recipe's env and a fresh policy (CartPole: 8 x 3
 Pong: 16 x 128, 4 x 84 x 84 frames). The module then trains on copies of it through
 Lightning's own loop (``Trainer.fit`` with the batch as the dataloader: training_step, GAE,
 ClipPPOLoss, clipping, the behaviour snapshot, logging), and ``_plain_ppo.update`` does the
-same update (same layers, loss terms, Adam, minibatch sizes) on the same batch; the two
-alternate, ``--rounds`` times, in one process and one thread count. Reported: the median
-seconds per update of each, their ratio, and the load average.
+same update (same layers, loss terms, Adam, minibatch sizes) on the same batch. The two
+alternate update by update in one process and one thread count: after each of the module's
+updates (timed from the end of the previous plain update to the end of its training step:
+Lightning's loop between batches included) a callback runs and times one plain update, so
+both sides see the same load (on a shared machine, rounds of 15 updates each saw loads that
+moved the ratio by +-0.2). ``--rounds`` fresh fits (and fresh plain networks); the first
+update of each side in a round is left out. Reported: the median seconds per update of each,
+their ratio, and the load average.
 
     python benchmarks/learner_update.py --env cartpole --updates 20 --rounds 3
     python benchmarks/learner_update.py --env pong --updates 3 --rounds 3 --threads 2
@@ -67,11 +72,14 @@ class _Copies:
         return self.count
 
 
-class _UpdateTimes(Callback):
-    """Seconds between the ends of consecutive training steps: all of the loop's work."""
+class _Interleaved(Callback):
+    """Times each of the module's updates, from the end of the previous plain update (or the
+    first batch's start) to the end of its training step, then runs and times ``plain()``."""
 
-    def __init__(self):
+    def __init__(self, plain=None):
+        self.plain = plain
         self.times: list[float] = []
+        self.plain_times: list[float] = []
         self._last: float | None = None
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
@@ -81,7 +89,10 @@ class _UpdateTimes(Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         now = time.perf_counter()
         self.times.append(now - self._last)
-        self._last = now
+        if self.plain is not None:
+            self.plain()
+            self.plain_times.append(time.perf_counter() - now)
+        self._last = time.perf_counter()
 
 
 def recipe_args(env: str) -> dict:
@@ -103,12 +114,15 @@ def collect_batch(args: dict):
         return next(iter(collector)).clone()
 
 
-def fit_module(args: dict, batch, updates: int, profile: cProfile.Profile | None = None):
-    """The module's updates on ``batch`` through Lightning; returns (module, seconds each)."""
+def fit_module(
+    args: dict, batch, updates: int, profile: cProfile.Profile | None = None, plain=None
+) -> tuple[PPO, _Interleaved]:
+    """The module's updates on ``batch`` through Lightning, each followed by ``plain()``
+    when given; returns the module and the callback with the seconds of each."""
     frames = batch.numel()
     module = ReplayPPO(**dict(args, total_frames=frames * updates))
     module.replay = (batch, updates)
-    times = _UpdateTimes()
+    times = _Interleaved(plain)
     trainer = Trainer(
         max_epochs=1,
         logger=False,
@@ -122,19 +136,23 @@ def fit_module(args: dict, batch, updates: int, profile: cProfile.Profile | None
     trainer.fit(module)
     if profile is not None:
         profile.disable()
-    return module, times.times
+    return module, times
 
 
-def plain_updates(args: dict, batch, updates: int, actor_critic) -> list[float]:
+def plain_updater(args: dict, batch, actor_critic):
+    """A callable doing the next plain-PyTorch update on ``batch`` (own copies of the layers)."""
     nets = plain.networks(actor_critic)
     optimizer = torch.optim.Adam(nets.parameters(), lr=args["lr"], eps=1e-5, fused=True)
-    times = []
-    for update in range(updates):
-        generator = torch.Generator().manual_seed(args.get("seed", 0) * 1_000_003 + update)
-        start = time.perf_counter()
-        plain.update(nets, optimizer, batch, plain.PPOSettings.from_module_args(args), generator)
-        times.append(time.perf_counter() - start)
-    return times
+    settings = plain.PPOSettings.from_module_args(args)
+    done = 0
+
+    def update() -> None:
+        nonlocal done
+        generator = torch.Generator().manual_seed(args.get("seed", 0) * 1_000_003 + done)
+        plain.update(nets, optimizer, batch, settings, generator)
+        done += 1
+
+    return update
 
 
 def mlflow_cost(updates: int, rounds: int) -> None:
@@ -191,9 +209,10 @@ def main(argv=None) -> None:
         return
     module_times, plain_times = [], []
     for _ in range(options.rounds):
-        _, times = fit_module(args, batch, options.updates)
-        module_times.extend(times[1:])  # the first includes Lightning's loop start
-        plain_times.extend(plain_updates(args, batch, options.updates, PPO(**args).model)[1:])
+        plain_update = plain_updater(args, batch, PPO(**args).model)
+        _, times = fit_module(args, batch, options.updates, plain=plain_update)
+        module_times.extend(times.times[1:])  # the first includes Lightning's loop start
+        plain_times.extend(times.plain_times[1:])
     steps = args["epochs"] * args["minibatches"]
     m, p = statistics.median(module_times), statistics.median(plain_times)
     print(

@@ -10,6 +10,7 @@ and checkpoints live here once.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -33,6 +34,7 @@ from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
 from hts_lightning.modules.behaviour import BehaviourParameters
 from hts_lightning.modules.collection import CollectionBinding
+from hts_lightning.modules.lightning_steps import LightningSteps
 from hts_lightning.ranks import episode_end_values, mean_over_ranks, standardized
 
 
@@ -196,6 +198,8 @@ class OnPolicyModule(LightningModule):
         #: The policy version whose parameters this update's gradient is taken at.
         self.gradient_version = 0
         self.loss_module: LossModule | None = None
+        self._steps: LightningSteps | None = None
+        self._parameter_list: list[torch.nn.Parameter] | None = None
 
     # --- for the algorithms ----------------------------------------------------------------
 
@@ -231,13 +235,14 @@ class OnPolicyModule(LightningModule):
         parameters. Returns the detached loss terms and the gradient norm."""
         optimizer = self.optimizers()
         optimizer.zero_grad()
+        steps = self._steps or LightningSteps(self.trainer, self)
         with self.gradient_parameters():
             losses = self.loss_module(data)
             total = sum(v for k, v in losses.items() if k.startswith("loss_"))
-            self.manual_backward(total)
+            steps.backward(total)
         max_norm = self.hparams.max_grad_norm or float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(self.loss_module.parameters(), max_norm)
-        if not (torch.isfinite(total) and torch.isfinite(norm)):
+        norm = torch.nn.utils.clip_grad_norm_(self._loss_parameters(), max_norm)
+        if not (math.isfinite(total.item()) and math.isfinite(norm.item())):
             terms = ", ".join(
                 f"{k}={float(v):.4g}" for k, v in losses.items() if k.startswith("loss_")
             )
@@ -247,7 +252,7 @@ class OnPolicyModule(LightningModule):
                 "the checkpoints stay finite. Look for NaN/inf in observations or rewards, or "
                 "lower the learning rate."
             )
-        optimizer.step()
+        steps.step(optimizer)
         out = {k: v.detach() for k, v in losses.items()}
         out["grad_norm"] = norm.detach()
         return out
@@ -312,7 +317,16 @@ class OnPolicyModule(LightningModule):
             return [optimizer], [scheduler]
         return optimizer
 
+    def _loss_parameters(self) -> list[torch.nn.Parameter]:
+        """The loss's parameters, in its order (the gradient norm's), listed once per fit."""
+        if self._parameter_list is None:
+            self._parameter_list = list(self.loss_module.parameters())
+        return self._parameter_list
+
     def on_train_start(self) -> None:
+        # Decided once per fit: the callbacks, strategy and precision do not change within it.
+        self._steps = LightningSteps(self.trainer, self)
+        self._parameter_list = None
         self._started = time.perf_counter()
         self._last_step_end = self._started
 

@@ -11,6 +11,20 @@ from hts_lightning.modules.ppo_loss import LeanClipPPOLoss
 __all__ = ["PPO"]
 
 
+def mean_per_key(steps: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The mean over ``steps`` of each diagnostic (each a tensor, its mean taken first).
+
+    One stack of all steps' scalars: per-step means and stacks cost ~14 tensor ops a step.
+    """
+    names = sorted(steps[0])
+    values = [
+        v if v.dim() == 0 and v.dtype == torch.float32 else v.float().mean()
+        for step in steps
+        for v in (step[k] for k in names)
+    ]
+    return dict(zip(names, torch.stack(values).view(len(steps), len(names)).mean(0)))
+
+
 class PPO(OnPolicyModule):
     """Clipped PPO: ``epochs`` passes of ``minibatches`` gradient steps over each batch.
 
@@ -73,13 +87,13 @@ class PPO(OnPolicyModule):
         ).reshape(-1)
         size = flat.numel() // self.hparams.minibatches
         generator = torch.Generator().manual_seed(self.hparams.seed * 1_000_003 + self.updates)
-        history = []
+        steps = []
         for _ in range(self.hparams.epochs):
+            # One minibatch is the whole batch: its order would change only the rounding.
+            if size == flat.numel():
+                steps.append(self.gradient_step(flat))
+                continue
             order = torch.randperm(flat.numel(), generator=generator).to(flat.device)
             for start in range(0, flat.numel(), size):
-                # One minibatch is the whole batch: its order would change only the rounding.
-                minibatch = flat if size == flat.numel() else flat[order[start : start + size]]
-                losses = self.gradient_step(minibatch)
-                names = sorted(losses)
-                history.append(torch.stack([losses[k].float().mean() for k in names]))
-        return dict(zip(names, torch.stack(history).mean(0)))
+                steps.append(self.gradient_step(flat[order[start : start + size]]))
+        return mean_per_key(steps)
