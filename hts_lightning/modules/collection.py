@@ -126,6 +126,14 @@ class CollectionBinding:
         """The collector's state; under DDP, of every rank (saving runs on every rank)."""
         if self.collector is None:
             return None
+        if self.kind == "multi_async":
+            # TorchRL 0.14.1's MultiAsyncCollector.state_dict() asks each worker over its pipe;
+            # a worker in the middle of a rollout (one always is, between batches) drops that
+            # rollout to answer, then waits for a "continue" that the collector's iterator
+            # sends only once that rollout arrives: no batch ever comes again. Its state
+            # (frame counters, trajectory ids, the workers' copies of the weights; no env RNG)
+            # is not needed to go on: a resumed run starts a new collector.
+            return {"kind": "new"}
         state = self.collector.state_dict()
         states: list = [state]
         if world_size > 1:
@@ -145,6 +153,8 @@ class CollectionBinding:
             self.collector.shutdown()
 
     def _restore(self, saved: dict, world_size: int, rank: int) -> None:
+        if saved["kind"] == "new":
+            return
         if saved["kind"] == "hts":
             self.collector.load_state_dict(saved["state"])
             return
