@@ -5,32 +5,38 @@ it: the recipe ``recipes/<env>_<algo>.yaml`` with ``--model.init_args.collector`
 ``hts`` (HTSCollector, policy lag exactly one), ``sync`` (TorchRL's ``Collector(ParallelEnv)``,
 no lag: the paper's A2C/PPO) or ``multi_async`` (``MultiAsyncCollector``, unbounded lag, the
 IMPALA-like contender), the seed on ``--seed_everything`` and ``--model.init_args.seed``.
-HTS runs the recipe's own ``env_backend`` (``envpool`` for cartpole_ppo, else ``python``); the
-TorchRL collectors get ``env_backend=python``: they cannot step the envpool backend's env (its
-``set_seed`` drops the pool that a TorchRL collector has already reset; RESULTS.md). So with
-the PPO recipe the wall seconds compare HTS on envpool with TorchRL on Python envs; the frames
-do not depend on the backend's speed (both are CartPole's dynamics). Each run trains the
-recipe's whole frame budget (no early stop) in its own MLflow store; its per-update
-``rollout/return_last_20`` (step = env frames; MLflow's timestamp minus the process start =
-wall seconds) goes to ``benchmarks/raw/lag_study/<cell>.csv`` with a ``.json`` beside it
+Every collector runs the recipe's own ``env_backend`` (``envpool`` for cartpole_ppo, else
+``python``), so the wall seconds of one recipe compare collectors on the same env stack. Each
+run trains the recipe's whole frame budget (no early stop) in its own MLflow store; its
+per-update ``rollout/return_last_20`` (step = env frames; MLflow's timestamp minus the process
+start = wall seconds) goes to ``benchmarks/raw/lag_study/<cell>.csv`` with a ``.json`` beside it
 (command, load, process seconds). A cell whose ``.json`` exists is skipped (resumable). Each run
 holds the shared CPU lock (``/tmp/hts-cpu.lock``) from its start to its end, one at a time.
+
+A cell that exits non-zero, or runs past ``--cell-timeout`` seconds (then its process group gets
+SIGTERM and, after a grace period, SIGKILL: a hung run ends), is recorded as failed: its
+``.json`` holds ``"failed"`` (the reason), the updates it logged and its log's tail, and no
+``.csv``; ``report`` lists it as a failure, not as a curve, and ``run`` goes on with the next
+cell. Delete the ``.json`` to rerun it.
 
 ``report`` turns the CSVs into one figure per env and algorithm in ``benchmarks/plots/``
 (mean over seeds with a 95% Student-t confidence band, against frames and against wall
 seconds) and a markdown table: frames to the threshold per seed, how many seeds reached it,
 and the lowest return of the last 10% of the frames ("stays there").
 
-    python benchmarks/lag_study.py run --envs cartpole --algos ppo a2c --seeds 1 2 3 4 5
+    python benchmarks/lag_study.py run --envs cartpole --algos ppo a2c --seeds 1 2 3 4 5 \\
+        [--cell-timeout 1800]
     python benchmarks/lag_study.py report [--output benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,6 +62,10 @@ COLLECTORS = {
 }
 COLORS = {"hts": "tab:blue", "sync": "tab:orange", "multi_async": "tab:red"}
 METRIC = "rollout/return_last_20"
+#: Seconds a timed-out cell's process group gets between SIGTERM and SIGKILL.
+KILL_GRACE_S = 30.0
+#: Lines of a failed cell's log kept in its ``.json``.
+LOG_TAIL_LINES = 40
 
 
 def recipe(env: str, algo: str) -> Path:
@@ -77,9 +87,45 @@ def command(env: str, algo: str, collector: str, seed: int) -> list[str]:
         f"--model.init_args.seed={seed}",
         f"--model.init_args.collector={collector}",
         "--trainer.enable_progress_bar=false",
-        # TorchRL's collectors step the Python envs only (see the module docstring).
-        *([] if collector == "hts" else ["--model.init_args.env_backend=python"]),
     ]
+
+
+def run_bounded(
+    argv: list[str], *, cwd: Path, env: dict, log: Path, timeout_s: float, grace_s: float
+) -> tuple[int | None, str | None]:
+    """Run ``argv`` in its own process group (its workers included), output to ``log``.
+
+    Returns ``(returncode, None)`` when it ends within ``timeout_s``, else SIGTERMs the group,
+    SIGKILLs it after ``grace_s`` more and returns ``(returncode, reason)``. Whatever of the
+    group is left once the leader has exited (a stuck worker) is SIGKILLed too.
+    """
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=out, stderr=out, start_new_session=True
+        )
+        reason = None
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            reason = f"no exit within --cell-timeout {timeout_s:g} s: SIGTERM"
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                reason += f", still running {grace_s:g} s later: SIGKILL"
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait()
+        _signal_group(process.pid, signal.SIGKILL)  # leftovers of the group, if any
+    return process.returncode, reason
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group is gone
+        os.killpg(pgid, sig)
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def read_mlflow_curve(store: Path, started: float) -> list[tuple[int, float, float]]:
@@ -93,7 +139,15 @@ def read_mlflow_curve(store: Path, started: float) -> list[tuple[int, float, flo
     return [(m.step, m.timestamp / 1000 - started, m.value) for m in history]
 
 
-def run_cell(env: str, algo: str, collector: str, seed: int) -> None:
+def run_cell(
+    env: str,
+    algo: str,
+    collector: str,
+    seed: int,
+    *,
+    timeout_s: float,
+    grace_s: float = KILL_GRACE_S,
+) -> None:
     name = cell_name(env, algo, collector, seed)
     meta_path = RAW / f"{name}.json"
     if meta_path.exists():
@@ -110,14 +164,20 @@ def run_cell(env: str, algo: str, collector: str, seed: int) -> None:
             print(f"{name}: done meanwhile, skipped", flush=True)
             return
         started = time.time()
-        with (work / "log.txt").open("w") as log:
-            returncode = subprocess.call(argv, cwd=work, env=environ, stdout=log, stderr=log)
+        returncode, failed = run_bounded(
+            argv, cwd=work, env=environ, log=work / "log.txt", timeout_s=timeout_s, grace_s=grace_s
+        )
         seconds = time.time() - started
         load = os.getloadavg()
-    if returncode != 0:
-        raise SystemExit(f"{name}: hts-rl exited with {returncode}; see {work / 'log.txt'}")
-    rows = read_mlflow_curve(work / "mlflow.db", started)
-    curves.write_curve(RAW / f"{name}.csv", rows)
+    if failed is None and returncode != 0:
+        failed = f"hts-rl exited with {returncode}"
+    try:
+        rows = read_mlflow_curve(work / "mlflow.db", started)
+    except Exception as error:  # a failed run may have left no store, or no run in it
+        if failed is None:
+            raise
+        rows = []
+        print(f"{name}: no curve in its MLflow store ({error!r})", flush=True)
     meta = {
         "command": argv,
         "process_seconds": round(seconds, 1),
@@ -125,24 +185,56 @@ def run_cell(env: str, algo: str, collector: str, seed: int) -> None:
         "utc_end": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "machine": reporting.machine_line(),
     }
+    if failed is not None:
+        meta |= {
+            "failed": failed,
+            "returncode": returncode,
+            "updates_logged": len(rows),
+            "last_update": list(rows[-1]) if rows else None,
+            "log_tail": log_tail(work / "log.txt"),
+        }
+    else:
+        curves.write_curve(RAW / f"{name}.csv", rows)
+    RAW.mkdir(parents=True, exist_ok=True)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     end = rows[-1] if rows else (0, 0.0, float("nan"))
     print(
-        f"{name}: {seconds:.0f} s, {end[0]} frames, return_last_20 {end[2]:.1f}, "
-        f"load {reporting.load_str(load)}",
+        f"{name}: {'FAILED (' + failed + '), ' if failed else ''}{seconds:.0f} s, "
+        f"{end[0]} frames, return_last_20 {end[2]:.1f}, load {reporting.load_str(load)}",
         flush=True,
     )
 
 
-def load_cells(env: str, algo: str) -> dict[str, dict[int, tuple[curves.Curve, dict]]]:
-    """collector -> seed -> (curve, meta) of the finished cells of ``env`` and ``algo``."""
+def load_cells(
+    env: str, algo: str
+) -> tuple[dict[str, dict[int, tuple[curves.Curve, dict]]], dict[str, dict]]:
+    """The finished cells of ``env`` and ``algo``: collector -> seed -> (curve, meta) of those
+    that trained, and cell name -> meta of those recorded as failed."""
     found: dict[str, dict[int, tuple[curves.Curve, dict]]] = {}
+    failed: dict[str, dict] = {}
     for collector in COLLECTORS:
         for meta_path in sorted(RAW.glob(f"{env}_{algo}_{collector}_seed*.json")):
             seed = int(meta_path.stem.rpartition("_seed")[2])
+            meta = json.loads(meta_path.read_text())
+            if "failed" in meta:
+                failed[meta_path.stem] = meta
+                continue
             curve = curves.read_curve(meta_path.with_suffix(".csv"))
-            found.setdefault(collector, {})[seed] = (curve, json.loads(meta_path.read_text()))
-    return found
+            found.setdefault(collector, {})[seed] = (curve, meta)
+    return found, failed
+
+
+def failure_lines(failed: dict[str, dict]) -> list[str]:
+    """One line per failed cell: why, after how long, how far it got."""
+    lines = []
+    for name, meta in failed.items():
+        last = meta.get("last_update")
+        got = f"last update at {last[0]:,} frames, return {last[2]:.1f}" if last else "no update"
+        lines.append(
+            f"- FAILED `{name}`: {meta['failed']} after {meta['process_seconds']:.0f} s "
+            f"({meta['updates_logged']} updates logged, {got}; load {meta['load_after'][0]:.1f})"
+        )
+    return lines
 
 
 def total_frames(env: str, algo: str) -> int:
@@ -227,9 +319,8 @@ def report(args: argparse.Namespace) -> None:
         f"- machine: {reporting.machine_line()}",
         f"- command: `{reporting.command_line()}`; each cell: `hts-rl fit --config "
         "recipes/<env>_<algo>.yaml --seed_everything=S --model.init_args.seed=S "
-        "--model.init_args.collector=C` (C != hts: `--model.init_args.env_backend=python`), one "
-        "at a time "
-        "under the shared CPU lock; raw curves in `raw/lag_study/`",
+        "--model.init_args.collector=C` (every collector on the recipe's `env_backend`), one "
+        "at a time under the shared CPU lock; raw curves in `raw/lag_study/`",
         "- thresholds: "
         + "; ".join(
             f"{e} {t:g} (stays: last 10% of the frames above {s:g})" for e, (t, s) in ENVS.items()
@@ -238,13 +329,16 @@ def report(args: argparse.Namespace) -> None:
     ]
     for env in ENVS:
         for algo in ALGOS:
-            cells = load_cells(env, algo)
-            if not cells:
+            cells, failed = load_cells(env, algo)
+            if not cells and not failed:
                 continue
-            path = plot(env, algo, cells, ENVS[env][0])
             parts += [f"**{env} {algo}** ({total_frames(env, algo):,} frames)", ""]
-            parts += table(env, algo, cells)
-            parts += ["", f"![{env} {algo}](plots/{path.name})", ""]
+            if cells:
+                path = plot(env, algo, cells, ENVS[env][0])
+                parts += table(env, algo, cells)
+                parts += ["", f"![{env} {algo}](plots/{path.name})", ""]
+            if failed:
+                parts += [*failure_lines(failed), ""]
     reporting.emit("\n".join(parts), args.output)
 
 
@@ -256,6 +350,13 @@ def main(argv=None) -> None:
     run.add_argument("--algos", nargs="+", choices=ALGOS, default=["ppo", "a2c"])
     run.add_argument("--collectors", nargs="+", choices=list(COLLECTORS), default=list(COLLECTORS))
     run.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    run.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds a cell may run before it is ended and recorded as failed (default 1800: "
+        "~3x a Python-env CartPole run at load 5 on 2 cores)",
+    )
     rep = sub.add_parser("report", help="figures and tables from benchmarks/raw/lag_study")
     rep.add_argument("--output", type=Path, help="append the section to this file")
     args = parser.parse_args(argv)
@@ -272,7 +373,7 @@ def main(argv=None) -> None:
         for algo in args.algos:
             for seed in args.seeds:
                 for collector in args.collectors:
-                    run_cell(env, algo, collector, seed)
+                    run_cell(env, algo, collector, seed, timeout_s=args.cell_timeout)
 
 
 if __name__ == "__main__":

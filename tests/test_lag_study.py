@@ -4,7 +4,12 @@ threshold, "stays there") on hand-computed numbers, and its reading of a real ML
 from __future__ import annotations
 
 import importlib
+import json
 import math
+import os
+import signal
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -78,3 +83,72 @@ def test_reads_frames_wall_seconds_and_returns_from_the_mlflow_store(curves, tmp
     client.log_batch(run.info.run_id, metrics=metrics)
     rows = lag_study.read_mlflow_curve(store, started)
     assert rows == [(256, 3.5, 22.0), (512, 4.0, 40.0)]
+
+
+@pytest.fixture
+def lag_study(curves):
+    return importlib.import_module("lag_study")
+
+
+def test_a_run_that_ignores_sigterm_is_killed_with_its_whole_process_group(lag_study, tmp_path):
+    # A leader and its child both ignore SIGTERM and sleep: the hung-collector case.
+    child_pid = tmp_path / "child.pid"
+    script = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "code = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "time.sleep(600)'\n"
+        f"child = subprocess.Popen([sys.executable, '-c', code])\n"
+        f"open({str(child_pid)!r}, 'w').write(str(child.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    log = tmp_path / "log.txt"
+    returncode, reason = lag_study.run_bounded(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        log=log,
+        timeout_s=3.0,
+        grace_s=0.5,
+    )
+    assert returncode == -signal.SIGKILL
+    assert reason == (
+        "no exit within --cell-timeout 3 s: SIGTERM, still running 0.5 s later: SIGKILL"
+    )
+    assert log.read_text() == "started\n"
+    pid = int(child_pid.read_text())
+    for _ in range(100):  # the SIGKILLed child is reaped by init soon after
+        if not Path(f"/proc/{pid}").exists() or "State:\tZ" in Path(
+            f"/proc/{pid}/status"
+        ).read_text(errors="replace"):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"child {pid} of the killed run still alive")
+
+
+def test_a_cell_that_exits_nonzero_is_recorded_as_failed_and_reported(
+    lag_study, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(lag_study, "RAW", tmp_path / "raw")
+    monkeypatch.setattr(lag_study, "LOCK", tmp_path / "lock")
+    failing = [sys.executable, "-c", "print('line 1'); print('boom'); raise SystemExit(3)"]
+    monkeypatch.setattr(lag_study, "command", lambda *cell: failing)
+    lag_study.run_cell("cartpole", "ppo", "sync", 7, timeout_s=120.0)
+    meta = json.loads((tmp_path / "raw" / "cartpole_ppo_sync_seed7.json").read_text())
+    assert meta["failed"] == "hts-rl exited with 3"
+    assert meta["returncode"] == 3
+    assert meta["log_tail"] == "line 1\nboom"
+    assert meta["updates_logged"] == 0 and meta["last_update"] is None
+    assert not (tmp_path / "raw" / "cartpole_ppo_sync_seed7.csv").exists()
+    cells, failed = lag_study.load_cells("cartpole", "ppo")
+    assert cells == {} and list(failed) == ["cartpole_ppo_sync_seed7"]
+    (line,) = lag_study.failure_lines(failed)
+    assert line.startswith(
+        "- FAILED `cartpole_ppo_sync_seed7`: hts-rl exited with 3 after 0 s (0 updates logged, "
+        "no update; load "
+    )
+    # Recorded: the next run skips it instead of retrying or aborting.
+    lag_study.run_cell("cartpole", "ppo", "sync", 7, timeout_s=120.0)
+    assert json.loads((tmp_path / "raw" / "cartpole_ppo_sync_seed7.json").read_text()) == meta
