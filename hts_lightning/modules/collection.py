@@ -88,6 +88,7 @@ class CollectionBinding:
         # trained ones on a second fit): the module's update count then is the offset.
         self._version_offset = 0
         self._state_to_load: dict | None = None
+        self._final_state: dict | None = None  # the state a shut-down collector had
 
     def check_ranks(self, world_size: int) -> None:
         """Every rank collects ``num_envs / world_size`` replicas: refuse a remainder."""
@@ -104,6 +105,7 @@ class CollectionBinding:
         self.check_ranks(world_size)
         local = self._local_envs = self.num_envs // world_size
         self._version_offset = updates
+        self._final_state = None
         self.collector = make_collector(
             self.kind,
             num_envs=local,
@@ -165,7 +167,7 @@ class CollectionBinding:
             # (frame counters, trajectory ids, the workers' copies of the weights; no env RNG)
             # is not needed to go on: a resumed run starts a new collector.
             return {"kind": "new"}
-        state = self.collector.state_dict()
+        state = self._final_state or self.collector.state_dict()
         states: list = [state]
         if world_size > 1:
             states = [None] * world_size
@@ -179,9 +181,15 @@ class CollectionBinding:
         """Restore :meth:`state_dict` into the next collector :meth:`start` builds."""
         self._state_to_load = saved
 
-    def shutdown(self) -> None:
-        if self.collector is not None:
-            self.collector.shutdown()
+    def shutdown(self, *, keep_state: bool = False) -> None:
+        """Stop the collector; with ``keep_state`` (the end of training) keep its state first:
+        Lightning saves the last checkpoint after training ends (a run stopped by
+        ``max_steps``), when TorchRL's collectors, shut down, can no longer give it."""
+        if self.collector is None:
+            return
+        if keep_state and self._final_state is None and self.kind in ("sync", "multi_sync"):
+            self._final_state = self.collector.state_dict()
+        self.collector.shutdown()
 
     def _restore(self, saved: dict, world_size: int, rank: int) -> None:
         if saved["kind"] == "new":

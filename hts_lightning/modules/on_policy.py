@@ -437,7 +437,7 @@ class _ShutDownCollector(Callback):
     """
 
     def on_train_end(self, trainer, module: OnPolicyModule) -> None:
-        module.collection.shutdown()
+        module.collection.shutdown(keep_state=True)
 
     def on_exception(self, trainer, module: OnPolicyModule, exception: BaseException) -> None:
         module.collection.shutdown()

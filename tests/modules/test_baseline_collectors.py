@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from lightning import Callback
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from hts_lightning import A2C, PPO
 from tests.conftest import quiet_trainer
@@ -66,3 +67,24 @@ def test_unbounded_run_is_refused_with_the_fix():
     trainer = quiet_trainer()
     with pytest.raises(ValueError, match="set model total_frames"):
         trainer.fit(module)
+
+
+@pytest.mark.parametrize("kind", ["sync", "multi_sync", "multi_async"])
+def test_a_run_stopped_by_max_steps_writes_its_last_checkpoint(kind, tmp_path):
+    """Lightning's ModelCheckpoint saves the last checkpoint at the end of training, after the
+    collector has shut down: the collector's state must still be there to save."""
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=2,
+        num_workers=1,
+        sync_interval=8,
+        epochs=2,
+        minibatches=2,
+        collector=kind,
+    )
+    last = ModelCheckpoint(dirpath=tmp_path, save_last=True, every_n_train_steps=50)
+    quiet_trainer(last, max_epochs=None, max_steps=3, enable_checkpointing=True).fit(module)
+    assert module.updates == 1 and module.global_step == 4
+    saved = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["global_step"] == 4 and saved["hts_progress"]["updates"] == 1
+    assert saved["hts_collector"] is not None
