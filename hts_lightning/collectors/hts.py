@@ -96,10 +96,11 @@ class HTSCollector(BaseCollector):
         replica_offset: global index of the first replica, for a shard of a larger set (one
             rank of many): replica seeds depend on the global index.
         num_threads: torch threads of the calling process (the learner's) once workers start;
-            default: ``max(1, usable cores - num_workers)`` as TorchRL's multiprocess
-            collectors do (a learner with a thread per core beside workers of equal priority
-            oversubscribes the cores: a CartPole PPO update measured 10x slower on 2 cores),
-            or every usable core when the worker processes run at a lower priority
+            default: ``max(1, usable cores - 1)`` whatever ``num_workers`` is (a CPU
+            learner's arithmetic depends on its thread count: a Pong PPO update with 1 and 2
+            threads differs in the last bits, so a count that followed ``num_workers`` would
+            break the bitwise equality of runs across worker counts on machines of more than
+            2 cores), or every usable core when the worker processes run at a lower priority
             (``worker_niceness`` > 0: they take what the learner leaves; not envpool's
             threads, which share the learner's priority).
         mp_start_method: start method of the worker processes.
@@ -574,13 +575,13 @@ class HTSCollector(BaseCollector):
 
     def _learner_threads(self, cores: int) -> int:
         """The learner's default threads. Workers at a lower priority need only what the
-        learner leaves (they step while it waits, and a core it does not fill); reserving them
-        a core each left one of two cores idle through most of a Pong update (13 s, while the
-        workers finished their batch in 1.5 s). Workers at the learner's priority get theirs,
-        and so do envpool's threads: they run in this process, at its priority.
+        learner leaves (they step while it waits, and a core it does not fill). Otherwise one
+        core is left to collection, however many workers share it: the count must not follow
+        ``num_workers`` (see ``num_threads``), and a thread per core beside workers of equal
+        priority oversubscribed 2 cores (a CartPole PPO update measured 10x slower).
         """
         niced_workers = self.worker_niceness > 0 and self.backend != "envpool"
-        return cores if niced_workers else max(1, cores - self.num_workers)
+        return cores if niced_workers else max(1, cores - 1)
 
     def _replica_start_states(self, env_seeds: list[int]) -> list:
         """Per replica, the state to start from (``None``: reset). A restored replica whose env

@@ -61,7 +61,17 @@ class CollectionBinding:
         inference: InferenceMode = "auto",
         on_env_error: OnEnvError = "raise",
         batch_timeout: float | None = 600.0,
+        learner_threads: int | None = None,
     ):
+        if learner_threads is not None and (
+            isinstance(learner_threads, bool)
+            or not isinstance(learner_threads, int)
+            or learner_threads < 1
+        ):
+            raise ValueError(
+                f"learner_threads={learner_threads!r}: give a whole number of torch threads "
+                "(>= 1) for the learner, or None for the collector's rule."
+            )
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(
                 f"batch_timeout={batch_timeout!r}: give the seconds a batch may take (> 0), "
@@ -79,6 +89,7 @@ class CollectionBinding:
             device=device,
             inference=inference,
             on_env_error=on_env_error,
+            num_threads=learner_threads,
         )
         self.num_envs = num_envs
         self.sync_interval = sync_interval

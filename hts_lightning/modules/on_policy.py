@@ -108,6 +108,11 @@ class OnPolicyModule(LightningModule):
             before it stops with :class:`~hts_lightning.collectors.BatchTimeoutError`, naming
             the collector (``None``: no bound). The default, 10 minutes, is far above a batch
             of the recipes here; raise it for envs slower than that.
+        learner_threads: torch threads of the learner's process once collection starts
+            (``None``: the collector's rule; the HTSCollector's leaves one core to collection,
+            whatever ``num_workers`` is, so runs stay bitwise equal across worker counts). A
+            CPU learner's results depend on its thread count: keep it fixed across runs that
+            are compared bitwise, on machines of other core counts too.
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -139,6 +144,7 @@ class OnPolicyModule(LightningModule):
         on_env_error: OnEnvError = "raise",
         env_backend: EnvBackend = "python",
         batch_timeout: float | None = 600.0,
+        learner_threads: int | None = None,
     ):
         super().__init__()
         self.gradient_mode = choices.check_gradient_mode(
@@ -189,6 +195,7 @@ class OnPolicyModule(LightningModule):
             inference=inference,
             on_env_error=on_env_error,
             batch_timeout=batch_timeout,
+            learner_threads=learner_threads,
         )
         self.automatic_optimization = False
         self.frames_per_batch = num_envs * sync_interval

@@ -1,5 +1,5 @@
-"""The learner's process keeps the cores the workers do not use; workers run at the priority asked
-for (the caller's by default)."""
+"""The learner's process leaves collection a core, whatever the worker count; workers run at the
+priority asked for (the caller's by default)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from functools import partial
 import psutil
 import pytest
 import torch
+from lightning import Callback
 
-from hts_lightning import CountingEnv, HTSCollector
+from hts_lightning import PPO, CountingEnv, HTSCollector
 from tests.collectors.policies import sampling_policy
-from tests.conftest import worker_processes
+from tests.conftest import quiet_trainer, worker_processes
 
 
-def _first_batch_threads(**kwargs) -> int:
+def _first_batch_threads(num_envs: int = 2, **kwargs) -> int:
     with HTSCollector(
-        partial(CountingEnv), sampling_policy(), num_envs=2, sync_interval=4, **kwargs
+        partial(CountingEnv), sampling_policy(), num_envs=num_envs, sync_interval=4, **kwargs
     ) as collector:
         next(iter(collector))
         return torch.get_num_threads()
@@ -31,8 +32,11 @@ def test_worker_processes_take_their_cores_from_the_learner():
         # Workers at a lower priority take what the learner leaves.
         assert _first_batch_threads(num_workers=1, worker_niceness=10) == cores
         torch.set_num_threads(cores)
-        # Workers at the learner's priority (the default) get a core each.
+        # Workers at the learner's priority (the default) get one core, however many they
+        # are: a CPU learner's bits depend on its thread count, and runs with 1 and 2 workers
+        # must stay bitwise equal.
         assert _first_batch_threads(num_workers=1) == max(1, cores - 1)
+        assert _first_batch_threads(num_workers=2) == max(1, cores - 1)
         assert _first_batch_threads(num_workers=1, worker_niceness=0) == max(1, cores - 1)
         assert _first_batch_threads(num_workers=2, num_threads=3) == 3
         torch.set_num_threads(5)
@@ -70,3 +74,47 @@ def test_a_bad_worker_niceness_is_named(value, error):
         HTSCollector(
             CountingEnv, sampling_policy(), num_envs=2, sync_interval=4, worker_niceness=value
         )
+
+
+def test_the_learner_threads_do_not_follow_the_worker_count(monkeypatch):
+    """On a machine of 8 cores (the count the collector reads, as reported by the OS), runs
+    with 1, 2 and 4 workers give the learner the same 7 threads, so its bits are the same."""
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    try:
+        seen = [_first_batch_threads(num_workers=n, num_envs=4) for n in (1, 2, 4)]
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [7, 7, 7]
+
+
+class _Threads(Callback):
+    def __init__(self):
+        self.seen: list[int] = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self.seen.append(torch.get_num_threads())
+
+
+def test_the_module_gives_the_learner_the_threads_asked_for():
+    before = torch.get_num_threads()
+    threads = _Threads()
+    try:
+        module = PPO(
+            env_id="CartPole-v1",
+            num_envs=2,
+            num_workers=1,
+            sync_interval=8,
+            total_frames=2 * 16,
+            learner_threads=3,
+        )
+        quiet_trainer(threads).fit(module)
+    finally:
+        torch.set_num_threads(before)
+    assert threads.seen == [3, 3]
+
+
+@pytest.mark.parametrize("value", [0, 1.5, True])
+def test_a_bad_learner_threads_is_named(value):
+    with pytest.raises(ValueError, match="learner_threads"):
+        PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, sync_interval=8, learner_threads=value)
