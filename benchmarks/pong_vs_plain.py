@@ -9,7 +9,8 @@ for number (``tests/modules/test_update_equivalence.py``): the recipe's settings
 minibatches, clip 0.1, lr 2.5e-4, torch's default threads. ``hts-rl fit --config
 recipes/atari/pong_ppo.yaml`` runs as a user runs it (2 worker processes, MLflow, checkpoint).
 Each run is a fresh process, timed from its start to its exit, contenders alternating.
-``--before PATH`` adds ``hts-rl`` with ``PYTHONPATH=PATH`` (an older checkout) as a third.
+``--before PATH`` adds ``hts-rl`` with ``PYTHONPATH=PATH`` (an older checkout) as a third;
+``--variants`` adds the recipe with other settings (:data:`VARIANTS`) as contenders of their own.
 
     flock /tmp/hts-cpu.lock python benchmarks/pong_vs_plain.py --frames 16384 --repeats 2
 """
@@ -27,6 +28,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM_ENVS, STEPS = 16, 128
+#: ``hts-rl fit`` contenders beside the recipe as it is ("hts"): their extra overrides.
+VARIANTS = {
+    "hts-envpool": ["--model.init_args.env_backend=envpool"],
+    "hts-envpool-2threads": [
+        "--model.init_args.env_backend=envpool",
+        "--model.init_args.learner_threads=2",
+    ],
+    "hts-2threads": ["--model.init_args.learner_threads=2"],
+}
 
 
 def _plain_child(frames: int, seed: int) -> None:
@@ -104,7 +114,8 @@ def _command(contender: str, frames: int, seed: int) -> tuple[list[str], dict]:
         f"--model.init_args.total_frames={frames}",
         "--trainer.enable_progress_bar=false",
     ]
-    _, _, path = contender.partition("@")
+    name, _, path = contender.partition("@")
+    command += VARIANTS.get(name, [])
     env["PYTHONPATH"] = path or str(ROOT)
     return command, env
 
@@ -115,12 +126,14 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--before", help="an older checkout to run hts-rl from, as a third")
+    parser.add_argument("--variants", nargs="*", default=[], choices=sorted(VARIANTS))
     parser.add_argument("--plain-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.plain_child is not None:
         _plain_child(args.frames, args.plain_child)
         return
-    contenders = ["plain", "hts"] + ([f"hts@{args.before}"] if args.before else [])
+    contenders = ["plain", "hts", *args.variants]
+    contenders += [f"hts@{args.before}"] if args.before else []
     work = Path(tempfile.mkdtemp(prefix="pong_vs_plain-"))
     print(f"machine: {os.cpu_count()} cores; {args.frames} frames per run; runs in {work}")
     walls: dict[str, list[float]] = {c: [] for c in contenders}
