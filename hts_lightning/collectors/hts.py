@@ -184,7 +184,7 @@ class HTSCollector(BaseCollector):
         cuda_graph: bool = False,
     ):
         super().__init__()
-        self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
+        self.backend = check_backend(backend, create_env_fn, on_env_error)
         self._create_env_fns = check_env_fns(create_env_fn, num_envs)
         # envpool's threads take any env whenever free: no blocks of replicas to divide.
         blocks = min(num_workers, 1) if self.backend == "envpool" else num_workers
