@@ -15,7 +15,7 @@ from hts_lightning.cli import main
 from hts_lightning.envs import _registry, env_factory
 from hts_lightning.models import PlayersOneHotCategorical, make_actor_critic
 from tests.collectors.policies import perturb
-from tests.conftest import worker_processes
+from tests.conftest import quiet_trainer, worker_processes
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "football"
 needs_gfootball = pytest.mark.skipif(
@@ -299,7 +299,6 @@ def test_actor_critic_with_players_has_one_team_value_and_one_log_prob():
 
 @needs_gfootball
 def test_goal_difference_is_logged_per_episode_during_training():
-    from lightning import Trainer
     from lightning.pytorch.loggers.logger import DummyLogger
 
     from hts_lightning import PPO
@@ -324,15 +323,7 @@ def test_goal_difference_is_logged_per_episode_during_training():
     )
     metric = EpisodeEndMetric(key="goal_difference", name="rollout/goal_difference")
     recorder = _Recorder()
-    Trainer(
-        max_epochs=1,
-        logger=recorder,
-        callbacks=[metric],
-        log_every_n_steps=1,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ).fit(module)
+    quiet_trainer(metric, logger=recorder, log_every_n_steps=1).fit(module)
     scores = [(step, m) for step, m in recorder.logged if "rollout/goal_difference" in m]
     assert scores, "episodes of the empty-goal scenario end within 256 steps per env"
     assert {step for step, _ in scores} <= {256, 512}  # logged at the env-frame count
