@@ -39,7 +39,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,8 +47,8 @@ import _curves as curves
 import _report as reporting
 import numpy as np
 import yaml
+from _hts_fit import ROOT, hts_fit
 
-ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "raw" / "lag_study"
 LOCK = Path("/tmp/hts-cpu.lock")
 #: env -> (threshold on the 20-episode mean return, level the last 10% must stay above).
@@ -78,16 +77,12 @@ def cell_name(env: str, algo: str, collector: str, seed: int) -> str:
 
 def command(env: str, algo: str, collector: str, seed: int) -> list[str]:
     """The ``hts-rl fit`` command line of one cell."""
-    return [
-        str(Path(sys.executable).with_name("hts-rl")),
-        "fit",
-        "--config",
-        str(recipe(env, algo)),
-        f"--seed_everything={seed}",
-        f"--model.init_args.seed={seed}",
+    return hts_fit(
+        recipe(env, algo),
         f"--model.init_args.collector={collector}",
         "--trainer.enable_progress_bar=false",
-    ]
+        seed=seed,
+    )
 
 
 def run_bounded(

@@ -16,12 +16,12 @@ import argparse
 import fcntl
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _hts_fit import ROOT, hts_fit
+
 LOCK = Path("/tmp/hts-cpu.lock")
 
 
@@ -41,15 +41,12 @@ def main(argv=None) -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="--model.init_args.K=V")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="long_run_estimate-"))
-    command = [
-        str(Path(sys.executable).with_name("hts-rl")),
-        "fit",
-        "--config",
-        str(args.recipe.resolve()),
+    command = hts_fit(
+        args.recipe.resolve(),
         f"--trainer.max_time=00:00:{args.minutes:02d}:00",
         "--trainer.enable_progress_bar=false",
         *args.set,
-    ]
+    )
     environ = dict(
         os.environ, PYTHONPATH=str(ROOT), MLFLOW_TRACKING_URI=f"sqlite:///{work}/mlflow.db"
     )

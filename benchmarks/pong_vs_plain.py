@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _hts_fit import ROOT, hts_fit
+
 NUM_ENVS, STEPS = 16, 128
 #: ``hts-rl fit`` contenders beside the recipe as it is ("hts"): their extra overrides.
 VARIANTS = {
@@ -104,16 +105,12 @@ def _command(contender: str, frames: int, seed: int) -> tuple[list[str], dict]:
         command = [sys.executable, __file__, "--plain-child", str(seed), "--frames", str(frames)]
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])
         return command, env
-    command = [
-        str(Path(sys.executable).with_name("hts-rl")),
-        "fit",
-        "--config",
-        str(ROOT / "recipes/atari/pong_ppo.yaml"),
-        f"--seed_everything={seed}",
-        f"--model.init_args.seed={seed}",
+    command = hts_fit(
+        "recipes/atari/pong_ppo.yaml",
         f"--model.init_args.total_frames={frames}",
         "--trainer.enable_progress_bar=false",
-    ]
+        seed=seed,
+    )
     name, _, path = contender.partition("@")
     command += VARIANTS.get(name, [])
     env["PYTHONPATH"] = path or str(ROOT)

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _hts_fit import ROOT, hts_fit
 from lightning import Callback
 
-ROOT = Path(__file__).resolve().parents[1]
 _IMPORTS = "import torch, tensordict, torchrl, lightning, mlflow"
 
 
@@ -43,14 +43,11 @@ def _command(contender: str) -> list[str]:
         return [sys.executable, "-c", "pass"]
     if contender == "imports":
         return [sys.executable, "-c", _IMPORTS]
-    return [
-        str(Path(sys.executable).with_name("hts-rl")),
-        "fit",
-        "--config",
-        str(ROOT / "recipes/cartpole_ppo.yaml"),
+    return hts_fit(
+        "recipes/cartpole_ppo.yaml",
         "--trainer.callbacks+=startup.FirstBatch",
         "--trainer.enable_progress_bar=false",
-    ]
+    )
 
 
 def _run(contender: str, work: Path) -> float:

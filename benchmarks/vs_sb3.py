@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _hts_fit import hts_fit
+
 TARGET, WINDOW, MAX_FRAMES = 475.0, 20, 100_000
 _REACHED = re.compile(r"reached \S+ \(\S+\) at ([\d,]+) frames")
 
@@ -78,17 +79,13 @@ def _sb3_child(seed: int) -> None:
 def _command(contender: str, seed: int, hts_args: list[str]) -> list[str]:
     if contender == "sb3":
         return [sys.executable, __file__, "--sb3-child", str(seed)]
-    command = [
-        str(Path(sys.executable).with_name("hts-rl")),
-        "fit",
-        "--config",
-        str(ROOT / "recipes/cartpole_ppo.yaml"),
-        f"--seed_everything={seed}",
-        f"--model.init_args.seed={seed}",
+    command = hts_fit(
+        "recipes/cartpole_ppo.yaml",
         "--trainer.callbacks+=hts_lightning.callbacks.StopAtReturn",
         f"--trainer.callbacks.target={TARGET}",
         f"--trainer.callbacks.window={WINDOW}",
-    ]
+        seed=seed,
+    )
     if contender == "sync":
         command.append("--model.init_args.collector=sync")
     return command + hts_args

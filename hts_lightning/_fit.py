@@ -138,10 +138,10 @@ def fit(argv: list[str] | None) -> int:
         r"The ``noload`` loader strategy is deprecated",  # MLflow's SQLAlchemy store
         # The modules log every update themselves, whatever log_every_n_steps says.
         r"The number of training batches \(\d+\) is smaller than the logging interval",
+        # Our checkpoints are taken between updates, after the optimizer step, by design.
+        "Using ModelCheckpoint with manual optimization",
     ):
         warnings.filterwarnings("ignore", message=message)
-    # Our checkpoints are taken between updates, after the optimizer step, by design.
-    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     stop = StopOnSignal()
     try:
         _run_cli(argv, stop)

@@ -71,12 +71,7 @@ def _collect(args: argparse.Namespace) -> int:
                 flush=True,
             )
     summary = {
-        "env": args.env,
-        "num_envs": args.num_envs,
-        "num_workers": args.num_workers,
-        "sync_interval": args.sync_interval,
-        "frames": args.frames,
-        "seed": args.seed,
+        **{key: value for key, value in vars(args).items() if key != "output"},
         "steady_fps": frames / (time.perf_counter() - first_batch_at) if frames else None,
         "wall_seconds": time.perf_counter() - started,
         "episodes": len(returns),

@@ -197,13 +197,12 @@ def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         >>> env_action(torch.tensor(1), Categorical(4))
         tensor(1)
     """
-    if isinstance(spec, (OneHot, Categorical)):
-        num_actions = spec.space.n
-    else:
+    if not isinstance(spec, (OneHot, Categorical)):
         raise ValueError(
             f"hts-rl evaluate plays discrete actions (OneHot or Categorical specs); this env's "
             f"action spec is a {type(spec).__name__}."
         )
+    num_actions = spec.space.n
     if index.lt(0).any() or index.ge(num_actions).any():
         raise ValueError(
             f"the policy chose action {index.tolist()}, outside this env's {num_actions} "
@@ -211,8 +210,7 @@ def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         )
     if isinstance(spec, OneHot):
         index = torch.nn.functional.one_hot(index, num_actions)
-    action = index.to(spec.dtype).reshape(spec.shape)
-    return action
+    return index.to(spec.dtype).reshape(spec.shape)
 
 
 def run_episodes(
@@ -258,8 +256,8 @@ def run_episodes(
                     probabilities = policy.logits(observation)[0].softmax(-1)
                     index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
                 data["action"] = env_action(index, env.action_spec)
-                data, following = env.step_and_maybe_reset(data)
-                step = data["next"]
+                stepped, data = env.step_and_maybe_reset(data)
+                step = stepped["next"]
                 total += float(step["reward"].sum())
                 length += 1
                 if bool(step["done"].any()):
@@ -267,9 +265,7 @@ def run_episodes(
                         total = float(step["episode_reward"].sum())
                     returns.append(total)
                     lengths.append(length)
-                    data = following
                     break
-                data = following
     finally:
         env.close()
     return returns, lengths, frames

@@ -5,14 +5,14 @@ A backend answers one question: given the weights, fill storage ``index`` (one o
 (lag, versions, action noise, the fixed inference shape, storage by (replica, step), state for
 resume) is the collector's and the engine's, shared by all:
 
-- :class:`WorkerInference`: worker processes each act for, and step, their own block of
+- :class:`CollectingWorkers`: worker processes each act for, and step, their own block of
   replicas with a shared-memory view of the weights (the CPU choice: no inference in the
   learner's process).
 - :class:`MainInference` over TorchRL envs: this process acts for every replica, batched over
   the ready ones, in a collection thread; worker processes (``num_workers >= 1``) or this
   thread (``0``, serial, no overlap) step the envs (the GPU choice).
 - the native backend: envpool's C++ threads step every replica, and the policy acts on the
-  ready ones either in one worker process that owns the pool (:class:`WorkerInference`, the
+  ready ones either in one worker process that owns the pool (:class:`CollectingWorkers`, the
   CPU choice: no GIL shared with the learner) or in this process (:class:`MainInference` over
   an envpool, the GPU choice, and ``num_workers=0``).
 
@@ -29,16 +29,15 @@ import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDictBase
 
-from hts_lightning.collectors._collecting import CollectingWorkers
+from hts_lightning.collectors._collecting import CollectingWorkers, local_executor
 from hts_lightning.collectors._engine import (
     CollectionEngine,
     InlineRunner,
     PolicyRunner,
     ThreadRunner,
 )
-from hts_lightning.collectors._envpool import EnvpoolExecutor
 from hts_lightning.collectors._layout import Layout
-from hts_lightning.collectors._workers import InlineExecutor, ProcessExecutor
+from hts_lightning.collectors._workers import ProcessExecutor
 
 
 class Backend(Protocol):
@@ -59,32 +58,6 @@ class Backend(Protocol):
 
     def stop(self) -> None:
         """End collection, processes and threads; idempotent, safe with a batch in flight."""
-
-
-class WorkerInference:
-    """Worker processes acting for their own replicas (see ``_collecting``)."""
-
-    def __init__(self, workers: CollectingWorkers):
-        self._workers = workers
-
-    def start(self) -> None:
-        self._workers.start_workers()
-
-    def start_batch(self, index: int) -> None:
-        self._workers.start(index)
-
-    def wait(self) -> None:
-        self._workers.wait()
-
-    def end_states(self) -> list:
-        return self._workers.replica_states()
-
-    def take_restarts(self) -> list:
-        return self._workers.take_restarts()
-
-    def stop(self) -> None:
-        self._workers.request_stop()
-        self._workers.close()
 
 
 class MainInference:
@@ -157,35 +130,37 @@ def build_backend(
             buffer.share_memory_()
             if uniform is not None:
                 uniform.share_memory_()
-        return WorkerInference(
-            CollectingWorkers(
-                create_env_fns=create_env_fns,
-                seeds=seeds,
-                states=states,
-                layout=layout,
-                policy=runner.policy,
-                exploration_type=runner.exploration_type,
-                storages=buffers,
-                uniforms=uniforms,
-                inference_batch_size=inference_batch_size,
-                num_workers=num_workers,
-                mp_context=mp_context(mp_start_method),
-                on_env_error=on_env_error,
-                niceness=niceness,
-                native_threads=num_workers if backend == "envpool" else None,
-            )
+        return CollectingWorkers(
+            create_env_fns=create_env_fns,
+            seeds=seeds,
+            states=states,
+            layout=layout,
+            policy=runner.policy,
+            exploration_type=runner.exploration_type,
+            storages=buffers,
+            uniforms=uniforms,
+            inference_batch_size=inference_batch_size,
+            num_workers=num_workers,
+            mp_context=mp_context(mp_start_method),
+            on_env_error=on_env_error,
+            niceness=niceness,
+            native_threads=num_workers if backend == "envpool" else None,
         )
     slots = layout.slots(len(create_env_fns))
-    if backend == "envpool":
-        executor = EnvpoolExecutor(
-            factory=create_env_fns[0],
+    if backend == "envpool" or num_workers == 0:
+        executor = local_executor(
+            create_env_fns=create_env_fns,
             seeds=seeds,
-            num_threads=max(1, num_workers),
+            states=states,
             slots=slots,
+            layout=layout,
+            on_env_error=on_env_error,
             inference_batch_size=inference_batch_size,
+            native_threads=max(1, num_workers) if backend == "envpool" else None,
         )
     else:
-        stepping = dict(
+        slots.share_memory_()
+        executor = ProcessExecutor(
             create_env_fns=create_env_fns,
             seeds=seeds,
             states=states,
@@ -193,25 +168,15 @@ def build_backend(
             root_keys=layout.root_keys,
             action_keys=layout.action_keys,
             on_env_error=on_env_error,
+            num_workers=num_workers,
+            mp_context=mp_context(mp_start_method),
+            niceness=niceness,
         )
-        if num_workers == 0:
-            executor = InlineExecutor(**stepping)
-        else:
-            slots.share_memory_()
-            executor = ProcessExecutor(
-                **stepping,
-                num_workers=num_workers,
-                mp_context=mp_context(mp_start_method),
-                niceness=niceness,
-            )
-    engine = CollectionEngine(
-        executor=executor,
-        runner=runner,
-        slots=slots,
-        root_keys=layout.root_keys,
-        policy_keys=layout.policy_keys,
-        action_keys=layout.action_keys,
-        inference_batch_size=inference_batch_size,
+    engine = layout.engine(
+        executor,
+        runner,
+        slots,
+        inference_batch_size,
         should_stop=getattr(executor, "stopping", None),
     )
     return MainInference(

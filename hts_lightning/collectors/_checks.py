@@ -17,7 +17,7 @@ from hts_lightning.envs.envpool import EnvpoolFactory
 _log = logging.getLogger(__name__)
 
 
-def check_backend(backend: str, create_env_fn, inference: str, on_env_error: str) -> str:
+def check_backend(backend: str, create_env_fn, on_env_error: str) -> str:
     choices.check_backend(backend)
     choices.check_on_env_error(on_env_error)
     native = isinstance(create_env_fn, EnvpoolFactory)

@@ -16,8 +16,9 @@ import traceback
 import numpy as np
 import torch
 
-from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
+from hts_lightning.collectors._engine import PolicyRunner
 from hts_lightning.collectors._envpool import EnvpoolExecutor
+from hts_lightning.collectors._layout import Layout
 from hts_lightning.collectors._pool import DONE, READY, WorkerPool, receive, report_error, send
 from hts_lightning.collectors._workers import InlineExecutor, prepare_worker_process
 from hts_lightning.collectors.errors import EnvReplicaError
@@ -35,7 +36,7 @@ def _collecting_worker(
     slots,
     storages: list,
     uniforms: list,
-    keys: tuple[list, list, list],
+    layout: Layout,
     inference_batch_size: int,
     stop_flag: torch.Tensor,
     on_env_error: str,
@@ -44,39 +45,23 @@ def _collecting_worker(
     conn,
 ) -> None:
     prepare_worker_process(niceness)
-    root_keys, policy_keys, action_keys = keys
-    if native_threads:  # the envpool backend: this worker's pool steps all its replicas
-        executor = EnvpoolExecutor(
-            factory=create_env_fns[0],
-            seeds=seeds,
-            num_threads=native_threads,
-            slots=slots,
-            inference_batch_size=inference_batch_size,
-        )
-    else:
-        executor = InlineExecutor(
-            create_env_fns=create_env_fns,
-            seeds=seeds,
-            states=states,
-            slots=slots,
-            root_keys=root_keys,
-            action_keys=action_keys,
-            on_env_error=on_env_error,
-        )
+    # The envpool backend: this worker's pool steps all its replicas in native_threads threads.
+    executor = local_executor(
+        create_env_fns=create_env_fns,
+        seeds=seeds,
+        states=states,
+        slots=slots,
+        layout=layout,
+        on_env_error=on_env_error,
+        inference_batch_size=inference_batch_size,
+        native_threads=native_threads,
+    )
     rows = slice(block[0], block[-1] + 1)
     try:
         executor.start()
-        engine = CollectionEngine(
-            executor=executor,
-            runner=PolicyRunner(
-                policy, device=torch.device("cpu"), exploration_type=exploration_type
-            ),
-            slots=slots,
-            root_keys=root_keys,
-            policy_keys=policy_keys,
-            action_keys=action_keys,
-            inference_batch_size=inference_batch_size,
-            should_stop=lambda: bool(stop_flag[0]),
+        runner = PolicyRunner(policy, device=torch.device("cpu"), exploration_type=exploration_type)
+        engine = layout.engine(
+            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop_flag[0])
         )
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
@@ -95,6 +80,38 @@ def _collecting_worker(
     finally:
         executor.close()
         conn.close()
+
+
+def local_executor(
+    *,
+    create_env_fns,
+    seeds,
+    states,
+    slots,
+    layout: Layout,
+    on_env_error: str,
+    inference_batch_size: int,
+    native_threads: int | None,
+):
+    """The executor that steps replicas from this process: an envpool of ``native_threads``
+    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another."""
+    if native_threads:
+        return EnvpoolExecutor(
+            factory=create_env_fns[0],
+            seeds=seeds,
+            num_threads=native_threads,
+            slots=slots,
+            inference_batch_size=inference_batch_size,
+        )
+    return InlineExecutor(
+        create_env_fns=create_env_fns,
+        seeds=seeds,
+        states=states,
+        slots=slots,
+        root_keys=layout.root_keys,
+        action_keys=layout.action_keys,
+        on_env_error=on_env_error,
+    )
 
 
 class CollectingWorkers:
@@ -126,8 +143,7 @@ class CollectingWorkers:
         processes = 1 if native_threads else num_workers
         blocks = np.array_split(np.arange(len(create_env_fns)), processes)
         self._pool = WorkerPool(blocks, mp_context)
-        keys = (layout.root_keys, layout.policy_keys, layout.action_keys)
-        # Set by stop_workers: a worker abandons the batch in flight and reads its CLOSE, so
+        # Set by stop: a worker abandons the batch in flight and reads its CLOSE, so
         # its envs are closed properly instead of the process being killed mid-batch.
         self._stop_flag = torch.zeros(1, dtype=torch.bool).share_memory_()
 
@@ -143,7 +159,7 @@ class CollectingWorkers:
                 layout.slots(len(block)),
                 storages,
                 uniforms,
-                keys,
+                layout,
                 inference_batch_size,
                 self._stop_flag,
                 on_env_error,
@@ -156,12 +172,12 @@ class CollectingWorkers:
         self._end_states: list[list] = [[] for _ in blocks]
         self._restarts: list = []
 
-    def start_workers(self, timeout: float = 300.0) -> None:
+    # The backend calls of the collector (see ``_backends``).
+    def start(self, timeout: float = 300.0) -> None:
         self._pool.start(_collecting_worker, self._args_of, timeout)
         self._args_of = None  # the start states are used once; not kept alive
 
-    # the runner interface of the collector: start(index) / wait()
-    def start(self, index: int) -> None:
+    def start_batch(self, index: int) -> None:
         for worker in range(len(self._pool.blocks)):
             self._pool.send(worker, _BATCH + bytes([index]))
         self._pending = set(range(len(self._pool.blocks)))
@@ -174,7 +190,7 @@ class CollectingWorkers:
                     self._restarts.extend(restarts)
                     self._pending.discard(worker)
 
-    def replica_states(self) -> list:
+    def end_states(self) -> list:
         """Every replica's state at the end of the last batch collected."""
         return [state for block in self._end_states for state in block]
 
@@ -183,16 +199,7 @@ class CollectingWorkers:
         restarts, self._restarts = sorted(self._restarts), []
         return restarts
 
-    def request_stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self._pending = set()
-
-    def join(self, timeout: float = 5.0) -> None:
-        return None
-
-    def stop_workers(self, timeout: float = 5.0) -> None:
         self._stop_flag.fill_(True)
-        self._pool.stop(timeout)
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.stop_workers(timeout)
         self._pool.close(timeout)

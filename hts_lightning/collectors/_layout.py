@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from hts_lightning.collectors._engine import PolicyRunner, leaf_keys
+from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner, leaf_keys
 
 
 class Layout:
@@ -55,6 +55,21 @@ class Layout:
                 f"The policy must write the env's action keys; it did not write {missing}."
             )
         return cls(fake, acted[0], root_keys, action_keys, width)
+
+    def engine(
+        self, executor, runner: PolicyRunner, slots, inference_batch_size: int, should_stop=None
+    ) -> CollectionEngine:
+        """The collection engine over ``executor``'s replicas, with this layout's keys."""
+        return CollectionEngine(
+            executor=executor,
+            runner=runner,
+            slots=slots,
+            root_keys=self.root_keys,
+            policy_keys=self.policy_keys,
+            action_keys=self.action_keys,
+            inference_batch_size=inference_batch_size,
+            should_stop=should_stop,
+        )
 
     def slots(self, num_envs: int) -> TensorDictBase:
         return TensorDict(

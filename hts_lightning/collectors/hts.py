@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import math
 import os
@@ -184,7 +185,7 @@ class HTSCollector(BaseCollector):
         cuda_graph: bool = False,
     ):
         super().__init__()
-        self.backend = check_backend(backend, create_env_fn, inference, on_env_error)
+        self.backend = check_backend(backend, create_env_fn, on_env_error)
         self._create_env_fns = check_env_fns(create_env_fn, num_envs)
         # envpool's threads take any env whenever free: no blocks of replicas to divide.
         blocks = min(num_workers, 1) if self.backend == "envpool" else num_workers
@@ -207,6 +208,7 @@ class HTSCollector(BaseCollector):
         self.frames_per_batch = self.requested_frames_per_batch = num_envs * self.sync_interval
         self.total_frames = total_frames
         self.replica_offset = replica_offset
+        self._replicas = range(replica_offset, replica_offset + num_envs)  # global indices
         self.num_threads = num_threads
         self._mp_start_method = mp_start_method
         self.on_env_error = on_env_error
@@ -219,10 +221,9 @@ class HTSCollector(BaseCollector):
             device = "cpu" if inference == "workers" else _module_device(policy)
         self.device = torch.device(device)
         self.inference = check_inference(inference, self.device, num_workers)
-        inference_batch_size = check_inference_batch_size(
+        self.inference_batch_size = check_inference_batch_size(
             inference_batch_size, num_envs=num_envs, num_workers=blocks, inference=self.inference
         )
-        self.inference_batch_size = inference_batch_size
         self._exploration_type = exploration_type
         inference_policy = _without_hooks(copy.deepcopy(policy)).to(self.device)
         inference_policy.requires_grad_(False)
@@ -236,7 +237,7 @@ class HTSCollector(BaseCollector):
             cuda_graph=cuda_graph,
         )
         self._layout = Layout.probe(
-            self._create_env_fns[0], self._runner_policy, inference_batch_size
+            self._create_env_fns[0], self._runner_policy, self.inference_batch_size
         )
         self._seed = seed
         self._policy_version = 0
@@ -256,12 +257,12 @@ class HTSCollector(BaseCollector):
     # --- TorchRL collector API -------------------------------------------------------------
 
     def iterator(self) -> Iterator[TensorDictBase]:
-        if self._num_batches is not None and self._batches_yielded >= self._num_batches:
+        if self._finished:
             return  # a finished collector yields nothing more
         if self._finalizer is not None and not self._finalizer.alive:
             raise RuntimeError("This HTSCollector was shut down; create a new one.")
         self._start()
-        while self._num_batches is None or self._batches_yielded < self._num_batches:
+        while not self._finished:
             try:
                 self._backend.wait()
             except (EnvReplicaError, WorkerDiedError) as error:
@@ -274,7 +275,7 @@ class HTSCollector(BaseCollector):
             self._finish_batch(finished, self._buffer_versions[index])
             self._batches_yielded += 1
             self._take_up_staged_weights()
-            if self._num_batches is None or self._batches_yielded < self._num_batches:
+            if not self._finished:
                 self._start_states = end_states
                 self._start_batch(self._batches_yielded % 2)
             yield finished.clone()
@@ -372,8 +373,7 @@ class HTSCollector(BaseCollector):
             raise RuntimeError("HTSCollector.set_seed must be called before the first batch.")
         self._seed = seed
         self._noise_states = None
-        last = self.replica_offset + self.num_envs - 1
-        return replica_seeds(seed, range(last, last + 1))[0][0]
+        return replica_seeds(seed, self._replicas[-1:])[0][0]
 
     def state_dict(self) -> OrderedDict:
         """Everything a new collector needs to go on exactly where this one is.
@@ -387,8 +387,7 @@ class HTSCollector(BaseCollector):
         Per-replica entries are in replica order from ``replica_offset``: the states of the
         shards of several ranks concatenate into the state of all replicas.
         """
-        finished = self._num_batches is not None and self._batches_yielded >= self._num_batches
-        in_flight = self._started and not finished
+        in_flight = self._started and not self._finished
         states = self._start_states
         return OrderedDict(
             seed=self._seed,
@@ -514,10 +513,12 @@ class HTSCollector(BaseCollector):
             None if self.total_frames < 0 else math.ceil(self.total_frames / self.frames_per_batch)
         )
 
+    @property
+    def _finished(self) -> bool:
+        return self._num_batches is not None and self._batches_yielded >= self._num_batches
+
     def _noise_generators_from_seed(self) -> list[torch.Generator]:
-        seeds = replica_seeds(
-            self._seed, range(self.replica_offset, self.replica_offset + self.num_envs)
-        )
+        seeds = replica_seeds(self._seed, self._replicas)
         generators = [torch.Generator().manual_seed(noise_seed) for _, noise_seed in seeds]
         if self._noise_states is not None:
             for generator, state in zip(generators, self._noise_states):
@@ -528,8 +529,7 @@ class HTSCollector(BaseCollector):
         if self._started:
             return
         layout = self._layout
-        replicas = range(self.replica_offset, self.replica_offset + self.num_envs)
-        env_seeds = [env_seed for env_seed, _ in replica_seeds(self._seed, replicas)]
+        env_seeds = [env_seed for env_seed, _ in replica_seeds(self._seed, self._replicas)]
         start_states = self._replica_start_states(env_seeds)
         self._noise_generators = self._noise_generators_from_seed()
         buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
@@ -674,6 +674,5 @@ def _without_hooks(module: nn.Module) -> nn.Module:
 
 
 def _module_device(policy) -> torch.device:
-    for tensor in list(policy.parameters()) + list(policy.buffers()):
-        return tensor.device
-    return torch.device("cpu")
+    tensor = next(itertools.chain(policy.parameters(), policy.buffers()), None)
+    return torch.device("cpu") if tensor is None else tensor.device

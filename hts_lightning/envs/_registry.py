@@ -19,14 +19,17 @@ def _registered_ids() -> list[str]:
     return sorted(gym.registry.keys())
 
 
+def did_you_mean(name: str, known: list[str], *, cutoff: float = 0.5, prefix: str = "") -> str:
+    """The hint of an unknown-name error: the closest ``known`` names (with ``prefix``)."""
+    close = difflib.get_close_matches(name, known, n=5, cutoff=cutoff)
+    return f" Did you mean one of: {', '.join(prefix + c for c in close)}?" if close else ""
+
+
 def check_env_id(env_id: str) -> None:
     """Raise a ValueError naming an unknown gymnasium id and the closest registered ones."""
     ids = _registered_ids()
-    if env_id in ids:
-        return
-    close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.5)
-    hint = f" Did you mean one of: {', '.join(close)}?" if close else ""
-    raise ValueError(f"Unknown environment id {env_id!r}.{hint}")
+    if env_id not in ids:
+        raise ValueError(f"Unknown environment id {env_id!r}.{did_you_mean(env_id, ids)}")
 
 
 GFOOTBALL_VERSION = "2.10.2"
@@ -61,11 +64,8 @@ def football_scenarios() -> list[str]:
 def check_football_scenario(scenario: str) -> None:
     """Raise a ValueError naming an unknown gfootball scenario and the closest ones."""
     scenarios = football_scenarios()
-    if scenario in scenarios:
-        return
-    close = difflib.get_close_matches(scenario, scenarios, n=5, cutoff=0.5)
-    hint = f" Did you mean one of: {', '.join(close)}?" if close else ""
-    raise ValueError(
-        f"Unknown Google Research Football scenario {scenario!r}.{hint} "
-        f"Known: {', '.join(scenarios)}."
-    )
+    if scenario not in scenarios:
+        raise ValueError(
+            f"Unknown Google Research Football scenario {scenario!r}."
+            f"{did_you_mean(scenario, scenarios)} Known: {', '.join(scenarios)}."
+        )

@@ -17,7 +17,6 @@ the same trajectory on either, given its seed and actions (tested).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.util
 import warnings
 from typing import Any
@@ -28,7 +27,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
 from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounter, TransformedEnv
 
-from hts_lightning.envs._registry import MissingDependencyError
+from hts_lightning.envs._registry import MissingDependencyError, did_you_mean
 
 __all__ = ["ENVPOOL_INSTALL", "EnvpoolFactory", "envpool_available", "envpool_factory"]
 
@@ -77,9 +76,8 @@ def _task_id(env_id: str) -> str:
     known = sorted(t for t, (path, _, _) in registry.specs.items() if path == family)
     if task_id in known:
         return task_id
-    close = difflib.get_close_matches(task_id, known, n=5, cutoff=0.6)
     prefix = "ALE/" if env_id.startswith("ALE/") else ""
-    hint = f" Did you mean one of: {', '.join(prefix + c for c in close)}?" if close else ""
+    hint = did_you_mean(task_id, known, cutoff=0.6, prefix=prefix)
     raise ValueError(
         f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5') and classic-control "
         f"envs; {env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "

@@ -23,14 +23,13 @@ COUNTING_ENV_ID = "Counting"
 FOOTBALL_PREFIX = "GFootball/"
 
 
-def make_latency_env(**env_kwargs) -> TransformedEnv:
-    """``VariableLatencyEnv`` that reports ``"episode_reward"`` and ``"step_count"``."""
-    return TransformedEnv(VariableLatencyEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
+# The package's own envs (CountingEnv for tests and fault drills), by id.
+_OWN_ENVS = {LATENCY_ENV_ID: VariableLatencyEnv, COUNTING_ENV_ID: CountingEnv}
 
 
-def make_counting_env(**env_kwargs) -> TransformedEnv:
-    """``CountingEnv`` (for tests and fault drills) with ``"episode_reward"``/``"step_count"``."""
-    return TransformedEnv(CountingEnv(**env_kwargs), Compose(StepCounter(), RewardSum()))
+def make_own_env(env_class: type[EnvBase], **env_kwargs) -> TransformedEnv:
+    """``env_class(**env_kwargs)`` reporting ``"episode_reward"`` and ``"step_count"``."""
+    return TransformedEnv(env_class(**env_kwargs), Compose(StepCounter(), RewardSum()))
 
 
 def env_factory(env_id: str, *, backend: str = "python", **env_kwargs) -> Callable[[], EnvBase]:
@@ -55,12 +54,9 @@ def env_factory(env_id: str, *, backend: str = "python", **env_kwargs) -> Callab
     check_env_backend(backend)
     if backend == "envpool":
         return envpool_factory(env_id, **env_kwargs)
-    if env_id == LATENCY_ENV_ID:
-        VariableLatencyEnv(**env_kwargs)  # validates the arguments here
-        return partial(make_latency_env, **env_kwargs)
-    if env_id == COUNTING_ENV_ID:
-        CountingEnv(**env_kwargs)
-        return partial(make_counting_env, **env_kwargs)
+    if env_id in _OWN_ENVS:
+        _OWN_ENVS[env_id](**env_kwargs)  # validates the arguments here
+        return partial(make_own_env, _OWN_ENVS[env_id], **env_kwargs)
     if env_id.startswith(FOOTBALL_PREFIX):
         scenario = env_id.removeprefix(FOOTBALL_PREFIX)
         check_football_scenario(scenario)

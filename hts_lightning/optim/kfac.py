@@ -121,6 +121,22 @@ def _matrix(layer: nn.Module) -> torch.Tensor:
     return grad
 
 
+def _map_kfac_state(kfac: dict, convert) -> dict:
+    """K-FAC's state (factors, eigendecompositions, steps) with ``convert(layer name, tensor)``
+    applied to every tensor."""
+    return {
+        "factors": {
+            name: {kind: convert(name, t) for kind, t in factors.items()}
+            for name, factors in kfac["factors"].items()
+        },
+        "eigen": {
+            name: tuple(tuple(convert(name, t) for t in pair) for pair in pairs)
+            for name, pairs in kfac["eigen"].items()
+        },
+        "steps": kfac["steps"],
+    }
+
+
 class _StatisticsHook:
     """KFAC's forward hook on a layer: inside :meth:`KFAC.fisher_pass` it records the layer's
     input factor, and its output factor through a hook on the output's gradient.
@@ -270,17 +286,8 @@ class KFAC(torch.optim.Optimizer):
         Loading it into a K-FAC optimizer over the same model makes the next steps bitwise
         identical to those of this one. The tensors are copies, as a checkpoint holds them."""
         state = super().state_dict()
-        state["kfac"] = {
-            "factors": {
-                name: {kind: t.clone() for kind, t in factors.items()}
-                for name, factors in self.factors.items()
-            },
-            "eigen": {
-                name: tuple(tuple(t.clone() for t in pair) for pair in pairs)
-                for name, pairs in self._eigen.items()
-            },
-            "steps": self._steps,
-        }
+        kfac = {"factors": self.factors, "eigen": self._eigen, "steps": self._steps}
+        state["kfac"] = _map_kfac_state(kfac, lambda name, tensor: tensor.clone())
         return state
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -311,15 +318,8 @@ class KFAC(torch.optim.Optimizer):
             weight = self.layers[name].weight
             return tensor.to(device=weight.device, dtype=weight.dtype, copy=True)
 
-        self.factors = {
-            name: {kind: place(name, t) for kind, t in factors.items()}
-            for name, factors in kfac["factors"].items()
-        }
-        self._eigen = {
-            name: tuple(tuple(place(name, t) for t in pair) for pair in pairs)
-            for name, pairs in kfac["eigen"].items()
-        }
-        self._steps = int(kfac["steps"])
+        kfac = _map_kfac_state(kfac, place)
+        self.factors, self._eigen, self._steps = kfac["factors"], kfac["eigen"], int(kfac["steps"])
 
     def _refresh_inverses(self) -> None:
         for name, factors in self.factors.items():

@@ -1,4 +1,4 @@
-"""Small policies for collector tests."""
+"""Small policies for collector tests, and batches collected while the weights change."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP, ProbabilisticActor
 from torchrl.modules.distributions import OneHotCategorical
+
+from hts_lightning import HTSCollector
 
 
 def sampling_policy(in_features: int = 1, num_actions: int = 2, seed: int = 0):
@@ -54,3 +56,32 @@ def perturb(policy, generator: torch.Generator, scale: float = 1.0) -> None:
     with torch.no_grad():
         for parameter in policy.parameters():
             parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+
+
+def collect(
+    create_env_fn, policy, *, num_workers, num_envs, sync_interval, batches, seed=0, **kwargs
+):
+    """The stacked batches of an HTSCollector whose policy is perturbed (seeded) after each."""
+    generator = torch.Generator().manual_seed(123)
+    out = []
+    with HTSCollector(
+        create_env_fn,
+        policy,
+        num_envs=num_envs,
+        num_workers=num_workers,
+        frames_per_batch=num_envs * sync_interval,
+        total_frames=num_envs * sync_interval * batches,
+        seed=seed,
+        **kwargs,
+    ) as collector:
+        for batch in collector:
+            out.append(batch)
+            perturb(policy, generator)  # an update that changes the actions
+            collector.update_policy_weights_()
+    return torch.stack(out)
+
+
+def assert_bitwise_equal(a, b):
+    assert a.batch_size == b.batch_size
+    for key in a.keys(include_nested=True, leaves_only=True):
+        assert torch.equal(a[key], b[key]), f"{key} differs"

@@ -9,43 +9,17 @@ import torch
 
 from hts_lightning import CountingEnv, HTSCollector, VariableLatencyEnv, make_atari_env
 from hts_lightning.models import make_actor_critic
-from tests.collectors.policies import perturb, sampling_policy
-
-
-def _run(create_env_fn, policy, *, num_workers, num_envs, sync_interval, batches, seed=0, **kwargs):
-    generator = torch.Generator().manual_seed(123)
-    out = []
-    with HTSCollector(
-        create_env_fn,
-        policy,
-        num_envs=num_envs,
-        num_workers=num_workers,
-        frames_per_batch=num_envs * sync_interval,
-        total_frames=num_envs * sync_interval * batches,
-        seed=seed,
-        **kwargs,
-    ) as collector:
-        for batch in collector:
-            out.append(batch)
-            perturb(policy, generator)  # an update that changes the actions
-            collector.update_policy_weights_()
-    return torch.stack(out)
-
-
-def _assert_bitwise_equal(a, b):
-    assert a.batch_size == b.batch_size
-    for key in a.keys(include_nested=True, leaves_only=True):
-        assert torch.equal(a[key], b[key]), f"{key} differs"
+from tests.collectors.policies import assert_bitwise_equal, collect, sampling_policy
 
 
 def test_counting_env_identical_across_worker_counts_with_random_sleeps():
     env = partial(CountingEnv, max_count=7, max_delay=0.003)
     runs = {
-        w: _run(env, sampling_policy(), num_workers=w, num_envs=8, sync_interval=12, batches=4)
+        w: collect(env, sampling_policy(), num_workers=w, num_envs=8, sync_interval=12, batches=4)
         for w in (0, 1, 2, 4)
     }
     for w in (1, 2, 4):
-        _assert_bitwise_equal(runs[0], runs[w])
+        assert_bitwise_equal(runs[0], runs[w])
     # The updates really changed the actions, so equality is not vacuous.
     actions = runs[0]["action"].argmax(-1)
     assert not torch.equal(actions[0], actions[2])
@@ -55,7 +29,7 @@ def test_counting_env_identical_across_worker_counts_with_random_sleeps():
 def test_latency_env_identical_across_worker_counts_with_random_step_times():
     env = partial(VariableLatencyEnv, distribution="exponential", mean=0.001, episode_length=20)
     runs = {
-        w: _run(
+        w: collect(
             env,
             sampling_policy(in_features=8, num_actions=4, seed=1),
             num_workers=w,
@@ -66,14 +40,14 @@ def test_latency_env_identical_across_worker_counts_with_random_step_times():
         )
         for w in (0, 2, 4)
     }
-    _assert_bitwise_equal(runs[0], runs[2])
-    _assert_bitwise_equal(runs[0], runs[4])
+    assert_bitwise_equal(runs[0], runs[2])
+    assert_bitwise_equal(runs[0], runs[4])
 
 
 def test_inference_in_workers_or_in_main_process_gives_the_same_batches():
     env = partial(CountingEnv, max_count=5, max_delay=0.002)
     runs = [
-        _run(
+        collect(
             env,
             sampling_policy(),
             num_workers=2,
@@ -84,7 +58,7 @@ def test_inference_in_workers_or_in_main_process_gives_the_same_batches():
         )
         for inference in ("workers", "main")
     ]
-    _assert_bitwise_equal(*runs)
+    assert_bitwise_equal(*runs)
 
 
 def test_inference_in_workers_needs_workers_and_a_cpu():
@@ -102,8 +76,8 @@ def test_inference_in_workers_needs_workers_and_a_cpu():
 def test_different_seeds_give_different_batches():
     env = partial(VariableLatencyEnv, mean=0.0, distribution="constant")
     policy = partial(sampling_policy, in_features=8, num_actions=4)
-    a = _run(env, policy(), num_workers=0, num_envs=2, sync_interval=8, batches=1, seed=0)
-    b = _run(env, policy(), num_workers=0, num_envs=2, sync_interval=8, batches=1, seed=1)
+    a = collect(env, policy(), num_workers=0, num_envs=2, sync_interval=8, batches=1, seed=0)
+    b = collect(env, policy(), num_workers=0, num_envs=2, sync_interval=8, batches=1, seed=1)
     assert not torch.equal(a["observation"], b["observation"])
     assert not torch.equal(a["action"], b["action"])
 
@@ -112,7 +86,7 @@ def test_a_shard_of_replicas_matches_the_same_replicas_in_one_collector():
     """Replica seeds depend on the global index: rank shards reproduce one big collector."""
     env = partial(VariableLatencyEnv, mean=0.0, distribution="constant")
     policy = partial(sampling_policy, in_features=8, num_actions=4)
-    both = _run(env, policy(), num_workers=0, num_envs=4, sync_interval=6, batches=2)
+    both = collect(env, policy(), num_workers=0, num_envs=4, sync_interval=6, batches=2)
     with HTSCollector(
         env,
         policy(),
@@ -139,10 +113,11 @@ def test_pong_nature_cnn_identical_across_worker_counts():
         return model.get_policy_operator()
 
     runs = [
-        _run(env, policy(), num_workers=w, num_envs=4, sync_interval=32, batches=2) for w in (0, 2)
+        collect(env, policy(), num_workers=w, num_envs=4, sync_interval=32, batches=2)
+        for w in (0, 2)
     ]
     probe.close()
-    _assert_bitwise_equal(*runs)
+    assert_bitwise_equal(*runs)
 
 
 @pytest.mark.parametrize("inference_batch_size", [1, 2])
@@ -153,11 +128,13 @@ def test_small_inference_shape_identical_across_worker_counts(inference_batch_si
     policy = partial(sampling_policy, in_features=8, num_actions=4, seed=2)
     common = dict(num_envs=4, sync_interval=10, batches=2, seed=3)
     runs = {
-        w: _run(env, policy(), num_workers=w, inference_batch_size=inference_batch_size, **common)
+        w: collect(
+            env, policy(), num_workers=w, inference_batch_size=inference_batch_size, **common
+        )
         for w in (1, 2, 4)
     }
-    _assert_bitwise_equal(runs[1], runs[2])
-    _assert_bitwise_equal(runs[1], runs[4])
+    assert_bitwise_equal(runs[1], runs[2])
+    assert_bitwise_equal(runs[1], runs[4])
     assert runs[4]["policy_version"][:, 0, 0].tolist() == [0, 0]
     # The chunks really act per row: every replica's actions are its own (not vacuous).
     actions = runs[1]["action"].argmax(-1)

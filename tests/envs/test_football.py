@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from hts_lightning import HTSCollector
 from hts_lightning.cli import main
 from hts_lightning.envs import _registry, env_factory
 from hts_lightning.models import PlayersOneHotCategorical, make_actor_critic
-from tests.collectors.policies import perturb
-from tests.conftest import worker_processes
+from tests.collectors.policies import assert_bitwise_equal, collect
+from tests.conftest import quiet_trainer, worker_processes
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "football"
 needs_gfootball = pytest.mark.skipif(
@@ -38,12 +37,6 @@ def _rollout(env, steps: int, *, seed: int | None = None, action_seed: int = 0):
         stepped, td = env.step_and_maybe_reset(td)
         out.append(stepped.clone())
     return torch.stack(out)
-
-
-def _assert_bitwise_equal(a, b):
-    assert a.batch_size == b.batch_size
-    for key in a.keys(include_nested=True, leaves_only=True):
-        assert torch.equal(a[key], b[key]), f"{key} differs"
 
 
 # --- the missing extra: no gfootball needed -------------------------------------------------
@@ -139,12 +132,12 @@ def test_same_seed_same_trajectory_and_set_seed_reaches_the_engine(scenario, pla
 
     random.seed(999)
     b = _rollout(make(), 120, seed=5)
-    _assert_bitwise_equal(a, b)
+    assert_bitwise_equal(a, b)
     # Reseeding a used env (as the collector does) gives the fresh env's trajectory: the seed
     # reached the engine and restarted its episode count.
     used = make()
     _rollout(used, 50, seed=123, action_seed=7)
-    _assert_bitwise_equal(a, _rollout(used, 120, seed=5))
+    assert_bitwise_equal(a, _rollout(used, 120, seed=5))
     # Another seed, the same actions: another trajectory.
     c = _rollout(make(), 120, seed=6)
     assert not torch.equal(a["next", "observation"], c["next", "observation"])
@@ -181,25 +174,6 @@ def test_goal_difference_counts_goals_of_the_episode():
 # --- with the collector and the model -------------------------------------------------------
 
 
-def _collect(create_env, policy, *, num_workers, num_envs=4, sync_interval=16, batches=2):
-    generator = torch.Generator().manual_seed(123)
-    out = []
-    with HTSCollector(
-        create_env,
-        policy,
-        num_envs=num_envs,
-        num_workers=num_workers,
-        frames_per_batch=num_envs * sync_interval,
-        total_frames=num_envs * sync_interval * batches,
-        seed=0,
-    ) as collector:
-        for batch in collector:
-            out.append(batch)
-            perturb(policy, generator)
-            collector.update_policy_weights_()
-    return torch.stack(out)
-
-
 @needs_gfootball
 @pytest.mark.parametrize("players", [1, 3])
 def test_hts_collector_batches_identical_with_1_and_2_workers(players):
@@ -210,10 +184,17 @@ def test_hts_collector_batches_identical_with_1_and_2_workers(players):
     probe.close()
     # Each run gets its own copy: the runs perturb the weights as updates would.
     runs = {
-        w: _collect(create_env, copy.deepcopy(model).get_policy_operator(), num_workers=w)
+        w: collect(
+            create_env,
+            copy.deepcopy(model).get_policy_operator(),
+            num_workers=w,
+            num_envs=4,
+            sync_interval=16,
+            batches=2,
+        )
         for w in (1, 2)
     }
-    _assert_bitwise_equal(runs[1], runs[2])
+    assert_bitwise_equal(runs[1], runs[2])
     batch = runs[1]
     assert batch["action"].shape == (2, 4, 16, *([players] if players > 1 else []), 19)
     assert batch["action_log_prob"].shape == (2, 4, 16)
@@ -253,11 +234,11 @@ def test_resume_reseeds_football_deterministically_and_says_so(caplog):
         with caplog.at_level(logging.WARNING, logger="hts_lightning.collectors.hts"):
             runs.append(_uninterrupted_and_resumed(create_env, make_policy, num_workers=0))
     (expected, got), (expected_again, got_again) = runs
-    _assert_bitwise_equal(got, got_again)
-    _assert_bitwise_equal(expected, expected_again)
+    assert_bitwise_equal(got, got_again)
+    assert_bitwise_equal(expected, expected_again)
     # Batches before the stop are the uninterrupted run's; after it the replicas start new
     # episodes from their re-seeded engines, so the observations part ways.
-    _assert_bitwise_equal(expected[:STOP_AFTER], got[:STOP_AFTER])
+    assert_bitwise_equal(expected[:STOP_AFTER], got[:STOP_AFTER])
     assert not torch.equal(expected[STOP_AFTER:]["observation"], got[STOP_AFTER:]["observation"])
     assert "replicas [0, 1, 2, 3] cannot save their state" in caplog.text
 
@@ -299,7 +280,6 @@ def test_actor_critic_with_players_has_one_team_value_and_one_log_prob():
 
 @needs_gfootball
 def test_goal_difference_is_logged_per_episode_during_training():
-    from lightning import Trainer
     from lightning.pytorch.loggers.logger import DummyLogger
 
     from hts_lightning import PPO
@@ -324,15 +304,7 @@ def test_goal_difference_is_logged_per_episode_during_training():
     )
     metric = EpisodeEndMetric(key="goal_difference", name="rollout/goal_difference")
     recorder = _Recorder()
-    Trainer(
-        max_epochs=1,
-        logger=recorder,
-        callbacks=[metric],
-        log_every_n_steps=1,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ).fit(module)
+    quiet_trainer(metric, logger=recorder, log_every_n_steps=1).fit(module)
     scores = [(step, m) for step, m in recorder.logged if "rollout/goal_difference" in m]
     assert scores, "episodes of the empty-goal scenario end within 256 steps per env"
     assert {step for step, _ in scores} <= {256, 512}  # logged at the env-frame count

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from lightning import Trainer
-
 from hts_lightning import PPO
 from hts_lightning.tracking import MLflowLogger
+from tests.conftest import quiet_trainer
 
 
 def test_every_update_is_logged_with_its_frame_count_as_step(tmp_path):
@@ -21,13 +20,7 @@ def test_every_update_is_logged_with_its_frame_count_as_step(tmp_path):
     logger = MLflowLogger(
         tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", save_dir=str(tmp_path), log_policy=False
     )
-    trainer = Trainer(
-        max_epochs=1,
-        logger=logger,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = quiet_trainer(logger=logger)
     assert trainer.log_every_n_steps == 50
     trainer.fit(module)
 

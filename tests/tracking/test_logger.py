@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from lightning import Callback, Trainer
+from lightning import Callback
 
 from hts_lightning import PPO
 from hts_lightning.tracking import MLflowLogger
+from tests.conftest import quiet_trainer
 
 
 def test_the_uri_is_read_when_the_logger_is_made_not_at_import(tmp_path, monkeypatch):
@@ -75,14 +76,7 @@ def test_the_metrics_before_a_crash_reach_the_store_and_the_run_is_failed(tmp_pa
         epochs=1,
         minibatches=1,
     )
-    trainer = Trainer(
-        max_epochs=1,
-        logger=logger,
-        callbacks=[fail],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = quiet_trainer(fail, logger=logger)
     with pytest.raises(RuntimeError, match="middle of the run"):
         trainer.fit(module)
     assert [s for s, _ in _history(logger, "perf/frames")] == [64, 128, 192]
