@@ -146,6 +146,10 @@ def main(argv=None) -> None:
                 raise SystemExit(f"{contender} exited with {done.returncode}")
             walls[contender].append(wall)
             print(f"{contender}: {wall:.1f} s (load {load:.2f} at start)", flush=True)
+            # The plain loop's update times: what no overlap can hide (the update's share).
+            updates = [line for line in done.stdout.splitlines() if line.startswith("plain: ")]
+            if updates:
+                print("\n".join(f"  {line}" for line in updates), flush=True)
     plain = statistics.median(walls["plain"])
     for contender, values in walls.items():
         median = statistics.median(values)
