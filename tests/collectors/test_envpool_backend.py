@@ -16,8 +16,13 @@ from torch import nn
 from hts_lightning import CountingEnv, HTSCollector
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
-from tests.collectors.policies import perturb, sampling_policy, set_choice, weight_readable_policy
-from tests.collectors.test_determinism import _assert_bitwise_equal
+from tests.collectors.policies import (
+    assert_bitwise_equal,
+    perturb,
+    sampling_policy,
+    set_choice,
+    weight_readable_policy,
+)
 from tests.collectors.test_resume import STOP_AFTER, _uninterrupted_and_resumed
 from tests.conftest import worker_processes
 
@@ -83,7 +88,7 @@ def test_native_batches_equal_the_python_path_over_the_same_envs(
     common = dict(num_envs=num_envs, sync_interval=sync_interval, batches=batches)
     native = _run(make, make_policy(), backend="envpool", num_workers=2, **common)
     python = _run(make, make_policy(), backend="python", num_workers=0, **common)
-    _assert_bitwise_equal(native, python)
+    assert_bitwise_equal(native, python)
     if env_id == "CartPole-v1":
         assert native["next", "done"].sum() >= 4  # resets happened inside the batches
         ends, after = native["next", "done"], native["next"]
@@ -125,7 +130,7 @@ def test_bitwise_identical_with_1_2_4_threads_either_inference_and_varied_consum
         ]
     ]
     for run in runs[1:]:
-        _assert_bitwise_equal(runs[0], run)
+        assert_bitwise_equal(runs[0], run)
     # The per-transition behaviour version: batch k was acted by update k-1.
     versions = runs[0]["policy_version"]
     assert [int(v.unique()) for v in versions] == [max(k - 1, 0) for k in range(batches)]
@@ -264,8 +269,8 @@ def test_resume_reseeds_every_replica_deterministically_and_says_so(caplog):
             assert "replicas [0, 1, 2, 3] cannot save their state" in caplog.text
     (expected, got), (_, again) = runs["envpool"]
     _, python = runs["python"][0]
-    _assert_bitwise_equal(got, again)
-    _assert_bitwise_equal(got, python)
+    assert_bitwise_equal(got, again)
+    assert_bitwise_equal(got, python)
     resumed = got[STOP_AFTER:]
     assert resumed[0]["step_count"][:, 0, 0].eq(0).all()  # new episodes
     assert torch.equal(got[:STOP_AFTER]["observation"], expected[:STOP_AFTER]["observation"])

@@ -10,8 +10,7 @@ import torch
 
 from hts_lightning import CountingEnv, EnvReplicaError, HTSCollector
 from hts_lightning.collectors import _workers
-from tests.collectors.policies import sampling_policy
-from tests.collectors.test_determinism import _assert_bitwise_equal
+from tests.collectors.policies import assert_bitwise_equal, sampling_policy
 from tests.conftest import worker_processes
 
 NUM_ENVS, SYNC_INTERVAL, BATCHES, FAIL_AT = 4, 16, 2, 5
@@ -43,7 +42,7 @@ def test_a_failing_replica_restarts_and_the_others_are_untouched(num_workers, in
         got, restarts = _batches(failing, num_workers, inference, on_env_error="restart")
     assert no_restarts == 0
     # Replicas 0-2 collect exactly what they collect without the failing neighbour.
-    _assert_bitwise_equal(got[:, :3], expected[:, :3])
+    assert_bitwise_equal(got[:, :3], expected[:, :3])
     # Replica 3 fails at every 5th step of an episode (its count reaching 5), 32 steps: 6 times.
     replica = torch.cat(list(got[:, 3]))  # [BATCHES * SYNC_INTERVAL] in time order
     steps = torch.arange(BATCHES * SYNC_INTERVAL)

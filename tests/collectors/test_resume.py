@@ -14,8 +14,7 @@ import torch
 from hts_lightning import HTSCollector
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
-from tests.collectors.policies import perturb, sampling_policy
-from tests.collectors.test_determinism import _assert_bitwise_equal
+from tests.collectors.policies import assert_bitwise_equal, perturb, sampling_policy
 
 NUM_ENVS, SYNC_INTERVAL, BATCHES, STOP_AFTER = 4, 16, 6, 3
 
@@ -74,7 +73,7 @@ def test_cartpole_resume_is_bitwise_identical(num_workers, inference):
     expected, got = _uninterrupted_and_resumed(
         env_factory("CartPole-v1"), make_policy, num_workers=num_workers, inference=inference
     )
-    _assert_bitwise_equal(expected, got)
+    assert_bitwise_equal(expected, got)
     # Episodes end inside the batches, and the resumed part is not a restart from resets.
     assert expected["next", "done"].sum() > 4
     assert not torch.equal(expected[STOP_AFTER]["step_count"][:, 0], torch.zeros(NUM_ENVS, 1))
@@ -94,7 +93,7 @@ def test_atari_resume_is_bitwise_identical():
     expected, got = _uninterrupted_and_resumed(
         env_factory("ALE/Pong-v5"), _pong_policy, num_workers=2, inference="workers"
     )
-    _assert_bitwise_equal(expected, got)
+    assert_bitwise_equal(expected, got)
     assert expected["next", "reward"].abs().sum() > 0  # points were scored
 
 
@@ -133,6 +132,6 @@ def test_envs_that_cannot_save_state_are_reseeded_deterministically(caplog):
         with caplog.at_level(logging.WARNING, logger="hts_lightning.collectors.hts"):
             runs.append(_uninterrupted_and_resumed(make, make_policy, num_workers=0))
     (expected, got), (_, got_again) = runs
-    _assert_bitwise_equal(got, got_again)  # deterministic
+    assert_bitwise_equal(got, got_again)  # deterministic
     assert not torch.equal(expected[STOP_AFTER:]["observation"], got[STOP_AFTER:]["observation"])
     assert "replicas [0, 1, 2, 3] cannot save their state" in caplog.text
