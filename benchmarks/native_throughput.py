@@ -9,7 +9,8 @@ same number of replicas, W threads or processes, the same torch thread count):
   num_envs/2 ready envs, run the actor's network on them (plain modules, no TensorDict),
   sample, ``send``. What the native backend must at least match.
 - ``HTS envpool``: ``HTSCollector(env_factory(id, backend="envpool"))``, W envpool threads in
-  one worker process that also runs the policy (CPU default); also with the policy in a thread
+  worker processes that also run the policy (CPU default: W threads over the processes that
+  whole inference chunks fill); also with the policy in a thread
   of the consumer's process (``inference="main"``, the GPU mode). Inference in chunks of the
   default ``min(num_envs, 8)`` rows; and with chunks of all
   ``num_envs`` rows (it then waits for every replica in flight before acting: synchronous

@@ -12,9 +12,9 @@ resume) is the collector's and the engine's, shared by all:
   the ready ones, in a collection thread; worker processes (``num_workers >= 1``) or this
   thread (``0``, serial, no overlap) step the envs (the GPU choice).
 - the native backend: envpool's C++ threads step every replica, and the policy acts on the
-  ready ones either in one worker process that owns the pool (:class:`CollectingWorkers`, the
-  CPU choice: no GIL shared with the learner) or in this process (:class:`MainInference` over
-  an envpool, the GPU choice, and ``num_workers=0``).
+  ready ones either in worker processes that each own a pool of their block of replicas
+  (:class:`CollectingWorkers`, the CPU choice: no GIL shared with the learner) or in this
+  process (:class:`MainInference` over an envpool, the GPU choice, and ``num_workers=0``).
 
 A fourth (Ray actors across machines, a GPU simulator) is one more class with these calls:
 ``start()``, ``start_batch(index)``, ``wait()``, ``end_states()``, ``take_restarts()``,

@@ -117,9 +117,11 @@ def local_executor(
 class CollectingWorkers:
     """``num_workers`` processes that each collect their block of every batch.
 
-    With ``native_threads`` (the envpool backend) there is one process, whose envpool steps
-    every replica in that many C++ threads: its inference and Python bookkeeping then never
-    compete with the learner for the GIL (see benchmarks/RESULTS.md for both modes).
+    With ``native_threads`` = W (the envpool backend) each process's envpool steps its block
+    of replicas in C++ threads, W threads in all. There are as many processes as the replicas
+    fill whole inference chunks (at most W; 16 replicas in chunks of 8: two), so that the
+    Python work of acting runs on up to W cores at once and no process pays for padded rows;
+    the inference never competes with the learner for the GIL (see benchmarks/RESULTS.md).
     """
 
     def __init__(
@@ -140,7 +142,10 @@ class CollectingWorkers:
         niceness: int = 0,
         native_threads: int | None = None,
     ):
-        processes = 1 if native_threads else num_workers
+        processes = num_workers
+        if native_threads:  # envpool: W threads over processes that each fill a whole chunk
+            processes = max(1, min(native_threads, len(create_env_fns) // inference_batch_size))
+            native_threads = max(1, native_threads // processes)
         blocks = np.array_split(np.arange(len(create_env_fns)), processes)
         self._pool = WorkerPool(blocks, mp_context)
         # Set by stop: a worker abandons the batch in flight and reads its CLOSE, so

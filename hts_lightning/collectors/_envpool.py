@@ -6,12 +6,18 @@ replicas in fixed-shape chunks, noise per (replica, step), storage by (replica, 
 
 envpool in asynchronous mode steps exactly the envs it is sent, and its ``recv`` returns
 whichever have finished. A replica at the batch boundary is held simply by not sending it.
-``recv`` blocks until ``batch_size`` envs are ready, so with replicas held a pool whose
-batch_size exceeds what is in flight would wait for ever: the pool is built with
-``batch_size=1`` and :meth:`wait_ready` receives one env at a time, never more than are in
-flight. A finished episode is reset by sending the env once more (envpool's auto-reset; the
-action is ignored); that reset is not a transition, and the replica is reported ready only
-once its first observation is in.
+``recv`` returns ``batch_size`` envs at once (here one inference chunk: one call and one
+numpy pass per chunk, not per env) and blocks until that many are ready, while near the
+boundary, with replicas held, fewer may be stepping. So the pool has ``batch_size - 1``
+filler envs besides the replicas: before a ``recv`` with fewer than ``batch_size`` envs in
+flight, idle fillers are sent to make up the number and their results dropped, so a ``recv``
+never waits for an env that is not stepping. Fillers step only then (the last steps of a
+batch), never touch a replica, and the engine's rules make the batch independent of which
+replicas arrive together: it is the same as with one env per ``recv``.
+
+A finished episode is reset by sending the env once more (envpool's auto-reset; the action is
+ignored); that reset is not a transition, and the replica is reported ready only once its
+first observation is in.
 
 The executor keeps what ``StepCounter``, ``RewardSum`` and ``RewardClipping`` keep on the
 Python path (step count, raw return, clipped reward), so the slots get the same keys and
@@ -27,6 +33,7 @@ from hts_lightning.envs.envpool import EnvpoolFactory
 
 _ROOT_KEYS = ("observation", "done", "terminated", "truncated", "episode_reward", "step_count")
 _NEXT_KEYS = (*_ROOT_KEYS, "reward")
+_FILLER_SEED = 0  # a filler's trajectory is never read
 
 
 class EnvpoolExecutor:
@@ -52,34 +59,41 @@ class EnvpoolExecutor:
         self._seeds = list(seeds)
         self._num_threads = num_threads
         self._num_envs = slots.batch_size[0]
-        self._chunk = inference_batch_size
-        # numpy views of the shared slots: one env's results are written element by element,
-        # where numpy indexing costs a fraction of torch's.
-        self._root = {k: root.get(k).numpy() for k in _ROOT_KEYS}
-        self._next = {k: next_.get(k).numpy() for k in _NEXT_KEYS}
+        self._batch = min(inference_batch_size, self._num_envs)  # envs per recv
+        # numpy views of the shared slots, one row per replica (the (1,)-shaped keys as
+        # vectors): a recv's results are written with one fancy assignment per key.
+        self._root = {k: _rows(root.get(k).numpy()) for k in _ROOT_KEYS}
+        self._next = {k: _rows(next_.get(k).numpy()) for k in _NEXT_KEYS}
         self._action = slots.get(("action", "action")).numpy()
         self._discrete = None
         self._clip = factory.clip_rewards
         self._returns = np.zeros(self._num_envs, dtype=np.float32)
         self._steps = np.zeros(self._num_envs, dtype=np.int64)
         self._resetting = np.zeros(self._num_envs, dtype=bool)
-        self._in_flight = 0
+        self._in_flight = 0  # replicas stepping or resetting
+        self._idle_fillers = list(range(self._num_envs, self._num_envs + self._batch - 1))
+        self._fillers_in_flight = 0
         self._stopping = False
         self._pool = None
 
     def start(self) -> None:
         """Build the pool, reset every env and publish the first observations."""
-        self._pool = self._factory.make_pool(seeds=self._seeds, num_threads=self._num_threads)
+        fillers = len(self._idle_fillers)
+        self._pool = self._factory.make_pool(
+            seeds=self._seeds + [_FILLER_SEED] * fillers,
+            num_threads=self._num_threads,
+            batch_size=self._batch,
+        )
         spec = self._pool.spec.action_array_spec["action"]
         self._action_dtype = spec.dtype
-        self._reset_action = np.zeros((1, *spec.shape[1:]), dtype=spec.dtype)
+        self._idle_action = np.zeros((self._batch, *spec.shape[1:]), dtype=spec.dtype)
         self._discrete = hasattr(self._pool.action_space, "n")
         self._pool.async_reset()
         self._resetting[:] = True
         self._in_flight = self._num_envs
-        ready = 0
-        while ready < self._num_envs:
-            ready += len(self._receive())
+        self._idle_fillers, self._fillers_in_flight = [], fillers
+        while self._in_flight:  # the engine's batch starts by acting on every replica
+            self._receive()
 
     def send(self, replicas: np.ndarray) -> None:
         action = self._action[replicas]
@@ -88,49 +102,74 @@ class EnvpoolExecutor:
         self._in_flight += replicas.size
 
     def wait_ready(self) -> np.ndarray:
-        """The replicas whose step (and, at an episode end, reset) finished: as many as one
-        inference chunk, or all that are in flight when fewer are."""
-        target = min(self._chunk, self._in_flight)
-        ready: list[int] = []
-        while len(ready) < target and not self._stopping:
-            ready.extend(self._receive())
-        return np.asarray(ready, dtype=np.int64)
+        """The replicas whose step (and, at an episode end, reset) finished: those of one
+        ``recv`` (an inference chunk at most; fewer where episodes ended or few are in
+        flight), or of the next where one brought only resets and fillers."""
+        while self._in_flight and not self._stopping:
+            ready = self._receive()
+            if ready.size:
+                return ready
+        return np.empty(0, dtype=np.int64)
 
-    def _receive(self) -> list[int]:
+    def _receive(self) -> np.ndarray:
+        """One ``recv`` of ``batch_size`` envs (idle fillers sent first where fewer are in
+        flight); the replicas among them that are now ready."""
+        short = self._batch - self._in_flight - self._fillers_in_flight
+        if short > 0:  # short < batch_size: a replica is in flight (start: all fillers are)
+            fillers, self._idle_fillers = self._idle_fillers[:short], self._idle_fillers[short:]
+            self._pool.send(self._idle_action[:short], np.array(fillers, dtype=np.int32))
+            self._fillers_in_flight += short
         observation, reward, terminated, truncated, info = self._pool.recv()
-        replica = int(info["env_id"][0])
-        self._in_flight -= 1
-        if self._resetting[replica]:
-            self._resetting[replica] = False
-            self._returns[replica] = 0.0
-            self._steps[replica] = 0
-            self._publish_root(replica, observation[0])
-            return [replica]
-        raw = np.float32(reward[0])
-        self._returns[replica] += raw
-        self._steps[replica] += 1
-        done = bool(terminated[0] or truncated[0])
-        out = self._next
-        out["observation"][replica] = observation[0]
-        out["reward"][replica] = np.clip(raw, -1.0, 1.0) if self._clip else raw
-        out["done"][replica] = done
-        out["terminated"][replica] = terminated[0]
-        out["truncated"][replica] = truncated[0]
-        out["episode_reward"][replica] = self._returns[replica]
-        out["step_count"][replica] = self._steps[replica]
-        if done:  # auto-reset: the env resets on its next send, whatever the action
-            self._resetting[replica] = True
-            self._pool.send(self._reset_action, np.array([replica], dtype=np.int32))
-            self._in_flight += 1
-            return []
-        self._publish_root(replica, observation[0])
-        return [replica]
+        env = info["env_id"]
+        real = env < self._num_envs
+        if not real.all():
+            self._idle_fillers.extend(env[~real].tolist())
+            self._fillers_in_flight -= env.size - int(real.sum())
+            env, observation = env[real], observation[real]
+            reward, terminated, truncated = reward[real], terminated[real], truncated[real]
+        self._in_flight -= env.size
+        resetting = self._resetting[env]
+        reset = env[resetting]  # their first observation is in: ready, nothing recorded
+        if reset.size:
+            self._resetting[reset] = False
+            self._returns[reset] = 0.0
+            self._steps[reset] = 0
+            self._publish_root(reset, observation[resetting])
+            stepped = ~resetting
+            env, observation = env[stepped], observation[stepped]
+            reward, terminated, truncated = reward[stepped], terminated[stepped], truncated[stepped]
+        if env.size:
+            env = self._record_steps(env, observation, reward, terminated, truncated)
+        return np.concatenate([reset, env]).astype(np.int64)
 
-    def _publish_root(self, replica: int, observation: np.ndarray) -> None:
+    def _record_steps(self, env, observation, reward, terminated, truncated) -> np.ndarray:
+        """Write the steps of ``env`` into the slots; the replicas ready to act again."""
+        raw = reward.astype(np.float32)
+        done = terminated | truncated
+        self._returns[env] += raw
+        self._steps[env] += 1
+        out = self._next
+        out["observation"][env] = observation
+        out["reward"][env] = np.clip(raw, -1.0, 1.0) if self._clip else raw
+        out["done"][env] = done
+        out["terminated"][env] = terminated
+        out["truncated"][env] = truncated
+        out["episode_reward"][env] = self._returns[env]
+        out["step_count"][env] = self._steps[env]
+        if done.any():  # auto-reset: the env resets on its next send, whatever the action
+            ended = env[done]
+            self._resetting[ended] = True
+            self._pool.send(self._idle_action[: ended.size], ended.astype(np.int32))
+            self._in_flight += ended.size
+            env, observation = env[~done], observation[~done]
+        self._publish_root(env, observation)
+        return env
+
+    def _publish_root(self, replicas: np.ndarray, observation: np.ndarray) -> None:
         root = self._root
-        root["observation"][replica] = observation
-        root["episode_reward"][replica] = self._returns[replica]
-        root["step_count"][replica] = self._steps[replica]
+        root["observation"][replicas] = observation
+        root["episode_reward"][replicas] = self._returns[replicas]
+        root["step_count"][replicas] = self._steps[replicas]
         # done, terminated and truncated of a root are always False: set once by the layout.
 
     def replica_states(self) -> list:
@@ -150,3 +189,8 @@ class EnvpoolExecutor:
     def close(self, timeout: float = 5.0) -> None:
         self._stopping = True
         self._pool = None  # envpool's destructor finishes the steps in flight, joins its threads
+
+
+def _rows(array: np.ndarray) -> np.ndarray:
+    """``array`` with a ``(1,)``-shaped entry per row seen as a vector (a view)."""
+    return array[:, 0] if array.shape[1:] == (1,) else array

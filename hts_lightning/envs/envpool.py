@@ -116,17 +116,17 @@ class EnvpoolFactory:
             transforms.append(RewardClipping(-1.0, 1.0))
         return TransformedEnv(EnvpoolReplica(self), Compose(*transforms))
 
-    def make_pool(self, *, seeds: list[int], num_threads: int):
+    def make_pool(self, *, seeds: list[int], num_threads: int, batch_size: int = 1):
         """An envpool of ``len(seeds)`` envs (env ``i`` seeded ``seeds[i]``) whose ``recv``
-        returns one env at a time (``batch_size=1``: it never waits for more envs than are
-        stepping, whatever is held back; asynchronous for two envs or more)."""
+        returns ``batch_size`` envs at a time (asynchronous when fewer than all; the default, 1,
+        never waits for more envs than are stepping, whatever is held back)."""
         import envpool
 
         return envpool.make(
             self.task_id,
             env_type="gymnasium",
             num_envs=len(seeds),
-            batch_size=1,
+            batch_size=batch_size,
             seed=[int(s) for s in seeds],
             num_threads=num_threads,
             **dict(self.options),

@@ -8,6 +8,7 @@ import threading
 import time
 from functools import partial
 
+import numpy as np
 import pytest
 import torch
 from tensordict.nn import TensorDictModule
@@ -329,3 +330,48 @@ def test_bad_choices_are_refused_before_anything_starts():
         HTSCollector(make, policy, num_envs=2, sync_interval=2, on_env_error="restart")
     with pytest.raises(ValueError, match="backend must be"):
         HTSCollector(make, policy, num_envs=2, sync_interval=2, backend="gpu")
+
+
+def test_a_recv_never_waits_for_more_envs_than_are_stepping():
+    """A pool that receives a chunk of 3 envs per ``recv``, with one replica stepping and two
+    held: fillers make up the number, so ``wait_ready`` returns that replica's step (and only
+    it), and the held replicas are never stepped."""
+    from torchrl.envs.utils import ExplorationType
+
+    from hts_lightning.collectors._engine import PolicyRunner
+    from hts_lightning.collectors._envpool import EnvpoolExecutor
+    from hts_lightning.collectors._layout import Layout
+
+    make = env_factory("CartPole-v1", backend="envpool")
+    runner = PolicyRunner(
+        _cartpole_policy(), device=torch.device("cpu"), exploration_type=ExplorationType.RANDOM
+    )
+    slots = Layout.probe(make, runner, 3).slots(3)
+    executor = EnvpoolExecutor(
+        factory=make, seeds=[1, 2, 3], num_threads=1, slots=slots, inference_batch_size=3
+    )
+    executor.start()
+    try:
+        slots["action", "action"][:] = torch.tensor([1, 0])
+        first = slots["root", "observation"].clone()
+        for step in range(1, 4):
+            executor.send(np.array([1]))
+            assert executor.wait_ready().tolist() == [1]
+            assert slots["next", "step_count"][:, 0].tolist() == [0, step, 0]
+        assert torch.equal(slots["root", "observation"][[0, 2]], first[[0, 2]])
+        executor.send(np.array([0, 2]))
+        assert sorted(executor.wait_ready().tolist()) == [0, 2]
+    finally:
+        executor.close()
+
+
+def test_several_worker_processes_collect_the_batches_of_one_pool():
+    """8 replicas in chunks of 2 with W=4: four worker processes of two replicas each (one
+    filler each), boundaries at every few steps and episodes ending inside batches: the
+    batches are bitwise those of one pool in this process."""
+    make = env_factory("CartPole-v1", backend="envpool")
+    common = dict(num_envs=8, sync_interval=5, batches=3, inference_batch_size=2)
+    workers = _run(make, _cartpole_policy(), num_workers=4, inference="workers", **common)
+    main = _run(make, _cartpole_policy(), num_workers=1, inference="main", **common)
+    assert_bitwise_equal(workers, main)
+    assert workers["next", "done"].sum() >= 1
