@@ -81,6 +81,17 @@ def check_sizes(num_envs, num_workers, frames_per_batch, sync_interval) -> int:
     return sync_interval
 
 
+def check_thread_count(value, name: str, fallback: str) -> int | None:
+    """``value`` if it is ``None`` or a whole number of torch threads (>= 1), else a
+    ``ValueError`` naming ``name`` and what ``None`` means (``fallback``)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(
+            f"{name}={value!r}: give a whole number of torch threads (>= 1) for the learner, "
+            f"or None for {fallback}."
+        )
+    return value
+
+
 def check_picklable(fns) -> None:
     for fn in {id(f): f for f in fns}.values():
         try:

@@ -29,6 +29,7 @@ from hts_lightning.collectors._checks import (
     check_inference_batch_size,
     check_picklable,
     check_sizes,
+    check_thread_count,
 )
 from hts_lightning.collectors._engine import PolicyRunner
 from hts_lightning.collectors._layout import Layout
@@ -209,7 +210,7 @@ class HTSCollector(BaseCollector):
         self.total_frames = total_frames
         self.replica_offset = replica_offset
         self._replicas = range(replica_offset, replica_offset + num_envs)  # global indices
-        self.num_threads = num_threads
+        self.num_threads = check_thread_count(num_threads, "num_threads", "the rule above")
         self._mp_start_method = mp_start_method
         self.on_env_error = on_env_error
         self.worker_niceness = worker_niceness

@@ -13,6 +13,7 @@ from torchrl.envs import EnvBase
 
 from hts_lightning.callbacks.stop_on_signal import stop_at_once_while
 from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError
+from hts_lightning.collectors._checks import check_thread_count
 from hts_lightning.collectors.baselines import make_collector
 from hts_lightning.collectors.errors import BatchTimeoutError
 from hts_lightning.collectors.hts import HTSCollector
@@ -63,15 +64,7 @@ class CollectionBinding:
         batch_timeout: float | None = 600.0,
         learner_threads: int | None = None,
     ):
-        if learner_threads is not None and (
-            isinstance(learner_threads, bool)
-            or not isinstance(learner_threads, int)
-            or learner_threads < 1
-        ):
-            raise ValueError(
-                f"learner_threads={learner_threads!r}: give a whole number of torch threads "
-                "(>= 1) for the learner, or None for the collector's rule."
-            )
+        check_thread_count(learner_threads, "learner_threads", "the collector's rule")
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(
                 f"batch_timeout={batch_timeout!r}: give the seconds a batch may take (> 0), "

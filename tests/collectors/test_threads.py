@@ -118,3 +118,17 @@ def test_the_module_gives_the_learner_the_threads_asked_for():
 def test_a_bad_learner_threads_is_named(value):
     with pytest.raises(ValueError, match="learner_threads"):
         PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, sync_interval=8, learner_threads=value)
+
+
+@pytest.mark.parametrize("value", [0, -2, 2.0, False])
+def test_a_bad_collector_num_threads_is_named(value):
+    # 0 used to fall through `num_threads or <rule>` to the default, silently.
+    with pytest.raises(ValueError, match=r"num_threads=.*whole number of torch threads"):
+        HTSCollector(
+            partial(CountingEnv),
+            sampling_policy(),
+            num_envs=2,
+            num_workers=1,
+            sync_interval=4,
+            num_threads=value,
+        )
