@@ -19,7 +19,22 @@ from hts_lightning.choices import (
 )
 from hts_lightning.collectors.hts import HTSCollector
 
-__all__ = ["make_collector"]
+__all__ = ["check_hts_options", "make_collector"]
+
+
+def check_hts_options(kind: CollectorKind, *, on_env_error: str, worker_niceness: int) -> None:
+    """Refuses the HTSCollector's own options for a TorchRL collector, which has none."""
+    if kind != "hts" and on_env_error != "raise":
+        raise ValueError(
+            f"on_env_error={on_env_error!r} needs collector='hts': TorchRL's collectors "
+            f"({kind!r}) stop at an env error. Use collector='hts' or on_env_error='raise'."
+        )
+    if kind != "hts" and worker_niceness:
+        raise ValueError(
+            f"worker_niceness={worker_niceness} needs the HTSCollector: TorchRL's collectors "
+            f"({kind!r}) run their workers at the caller's priority. Use collector='hts' or "
+            "worker_niceness=0."
+        )
 
 
 def make_collector(
@@ -38,6 +53,7 @@ def make_collector(
     on_env_error: OnEnvError = "raise",
     num_threads: int | None = None,
     inference_batch_size: int | None = None,
+    worker_niceness: int = 0,
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
 
@@ -53,15 +69,15 @@ def make_collector(
     HTSCollector's (where its policy runs). ``replica_offset`` is the global index of the first
     replica of a shard (one rank of many): the HTSCollector seeds each replica by its global
     index; the TorchRL collectors, which seed their envs ``seed, seed + 1, ...``, start at
-    ``seed + replica_offset``. ``on_env_error`` and ``inference_batch_size`` are the
-    HTSCollector's (TorchRL's collectors always raise). ``num_threads``: the torch threads of
-    the calling process once collection starts; ``None`` leaves each collector its own rule
-    (the HTSCollector's ``num_threads``; TorchRL's: one core per worker left free).
+    ``seed + replica_offset``. ``on_env_error``, ``inference_batch_size`` and
+    ``worker_niceness`` are the HTSCollector's (TorchRL's collectors always raise, and run
+    their workers at the caller's priority). ``num_threads``: the torch threads of the
+    calling process once collection starts; ``None`` leaves each collector its own rule (the
+    HTSCollector's ``num_threads``; TorchRL's: one core per worker left free).
     """
     check_collector_kind(kind)
     frames_per_batch = num_envs * sync_interval
-    if kind != "hts" and on_env_error != "raise":
-        raise ValueError(f"on_env_error={on_env_error!r} needs the HTSCollector, not {kind!r}.")
+    check_hts_options(kind, on_env_error=on_env_error, worker_niceness=worker_niceness)
     if kind == "hts":
         return HTSCollector(
             create_env_fn,
@@ -77,6 +93,7 @@ def make_collector(
             on_env_error=on_env_error,
             num_threads=num_threads,
             inference_batch_size=inference_batch_size,
+            worker_niceness=worker_niceness,
         )
     workers = max(num_workers, 1)
     per_worker = partial(SerialEnv, check_replicas_per_worker(num_envs, workers), create_env_fn)

@@ -63,6 +63,7 @@ class CollectionBinding:
         on_env_error: OnEnvError = "raise",
         batch_timeout: float | None = 600.0,
         learner_threads: int | None = None,
+        worker_niceness: int = 0,
     ):
         check_thread_count(learner_threads, "learner_threads", "the collector's rule")
         if batch_timeout is not None and not batch_timeout > 0:
@@ -83,6 +84,7 @@ class CollectionBinding:
             inference=inference,
             on_env_error=on_env_error,
             num_threads=learner_threads,
+            worker_niceness=worker_niceness,
         )
         self.num_envs = num_envs
         self.sync_interval = sync_interval

@@ -30,6 +30,7 @@ from hts_lightning.choices import (
     LrSchedule,
     OnEnvError,
 )
+from hts_lightning.collectors.baselines import check_hts_options
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
 from hts_lightning.modules.behaviour import BehaviourParameters
@@ -113,6 +114,8 @@ class OnPolicyModule(LightningModule):
             whatever ``num_workers`` is, so runs stay bitwise equal across worker counts). A
             CPU learner's results depend on its thread count: keep it fixed across runs that
             are compared bitwise, on machines of other core counts too.
+        worker_niceness: the HTSCollector's: added to its worker processes' niceness (0-19);
+            above 0 the learner comes first and takes every core (see ``learner_threads``).
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -145,6 +148,7 @@ class OnPolicyModule(LightningModule):
         env_backend: EnvBackend = "python",
         batch_timeout: float | None = 600.0,
         learner_threads: int | None = None,
+        worker_niceness: int = 0,
     ):
         super().__init__()
         self.gradient_mode = choices.check_gradient_mode(
@@ -155,12 +159,7 @@ class OnPolicyModule(LightningModule):
         choices.check_on_env_error(on_env_error)
         choices.check_lr_schedule(lr_schedule)
         choices.check_replicas_per_worker(num_envs, num_workers)
-        if on_env_error == "restart" and collector != "hts":
-            raise ValueError(
-                f"on_env_error='restart' needs collector='hts': TorchRL's collectors "
-                f"({collector!r}) stop at an env error. Use collector='hts' or "
-                "on_env_error='raise'."
-            )
+        check_hts_options(collector, on_env_error=on_env_error, worker_niceness=worker_niceness)
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
         self.save_hyperparameters()
@@ -196,6 +195,7 @@ class OnPolicyModule(LightningModule):
             on_env_error=on_env_error,
             batch_timeout=batch_timeout,
             learner_threads=learner_threads,
+            worker_niceness=worker_niceness,
         )
         self.automatic_optimization = False
         self.frames_per_batch = num_envs * sync_interval

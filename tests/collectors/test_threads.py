@@ -132,3 +132,30 @@ def test_a_bad_collector_num_threads_is_named(value):
             sync_interval=4,
             num_threads=value,
         )
+
+
+class _WorkerNiceness(Callback):
+    def __init__(self):
+        self.seen: list[list[int]] = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self.seen.append([w.nice() for w in worker_processes()])
+
+
+def test_a_module_runs_its_workers_at_the_niceness_asked_for():
+    niceness = _WorkerNiceness()
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=2,
+        num_workers=2,
+        sync_interval=8,
+        total_frames=2 * 16,
+        worker_niceness=5,
+    )
+    quiet_trainer(niceness).fit(module)
+    assert niceness.seen == [[min(19, psutil.Process().nice() + 5)] * 2] * 2
+
+
+def test_worker_niceness_is_refused_for_torchrls_collectors():
+    with pytest.raises(ValueError, match="worker_niceness=5 needs the HTSCollector"):
+        PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, collector="sync", worker_niceness=5)
