@@ -60,8 +60,9 @@ def _collecting_worker(
     try:
         executor.start()
         runner = PolicyRunner(policy, device=torch.device("cpu"), exploration_type=exploration_type)
+        stop = stop_flag.numpy()  # read once a step: a numpy read costs a tenth of torch's
         engine = layout.engine(
-            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop_flag[0])
+            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop[0])
         )
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
