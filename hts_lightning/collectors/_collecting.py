@@ -44,7 +44,8 @@ def _collecting_worker(
     native_threads: int | None,
     conn,
 ) -> None:
-    prepare_worker_process(niceness)
+    # envpool's threads keep the normal policy: only the Python step path was measured.
+    prepare_worker_process(niceness, batch_scheduling=not native_threads)
     # The envpool backend: this worker's pool steps all its replicas in native_threads threads.
     executor = local_executor(
         create_env_fns=create_env_fns,
