@@ -14,6 +14,9 @@ contenders one after the other in one invocation:
   TorchRL's per-step synchronous ``Collector(ParallelEnv)`` and ``MultiSyncCollector`` (8 workers,
   one env each). Targets: HTS >= 2x the per-step synchronous collector and >= 1.2x MultiSync.
 
+Every row also gives the CPU milliseconds the whole process tree (the workers included) spent
+per frame: the env only sleeps, so that is the step path's own work.
+
     python benchmarks/latency_targets.py [--panels ceiling learner] [--std-ms 10]
         [--sync-interval 64] [--batches 6] [--learner-ms 128]
 """
