@@ -14,6 +14,9 @@ contenders one after the other in one invocation:
   TorchRL's per-step synchronous ``Collector(ParallelEnv)`` and ``MultiSyncCollector`` (8 workers,
   one env each). Targets: HTS >= 2x the per-step synchronous collector and >= 1.2x MultiSync.
 
+Every row also gives the CPU milliseconds the whole process tree (the workers included) spent
+per frame: the env only sleeps, so that is the step path's own work.
+
     python benchmarks/latency_targets.py [--panels ceiling learner] [--std-ms 10]
         [--sync-interval 64] [--batches 6] [--learner-ms 128]
 """
@@ -21,11 +24,13 @@ contenders one after the other in one invocation:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import random
 import time
 
+import psutil
 import torch
 from torchrl.collectors import Collector, MultiSyncCollector
 from torchrl.envs import ParallelEnv
@@ -55,17 +60,29 @@ def barrier_ceiling(num_envs: int, steps: int, mean: float, std: float, rounds: 
     return num_envs * steps / (sum(slowest) / rounds)
 
 
-def timed(collector, frames_per_batch: int, batches: int, learner_s: float) -> float:
-    """Frames/s over ``batches`` after one warm-up batch, the consumer sleeping ``learner_s``."""
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and all its descendants (the workers)."""
+    total = 0.0
+    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += sum(process.cpu_times()[:2])
+    return total
+
+
+def timed(collector, frames_per_batch: int, batches: int, learner_s: float) -> tuple[float, float]:
+    """Frames/s over ``batches`` after one warm-up batch, the consumer sleeping ``learner_s``,
+    and the CPU milliseconds the whole process tree spent per frame meanwhile (the env only
+    sleeps: what is above zero is the step path's own work)."""
     try:
         iterator = iter(collector)
         next(iterator)
         time.sleep(learner_s)
-        start = time.perf_counter()
+        cpu, start = cpu_seconds(), time.perf_counter()
         for _ in range(batches):
             next(iterator)
             time.sleep(learner_s)
-        return frames_per_batch * batches / (time.perf_counter() - start)
+        frames = frames_per_batch * batches
+        return frames / (time.perf_counter() - start), 1e3 * (cpu_seconds() - cpu) / frames
     finally:
         collector.shutdown()
 
@@ -146,8 +163,8 @@ def main(argv=None) -> None:
             ("HTS (default inference_batch_size)", {}),
             ("HTS, inference_batch_size=1", dict(inference_batch_size=1)),
         ):
-            fps = timed(hts(make_env, args, **kwargs), args.frames, args.batches, 0.0)
-            rows.append(("ceiling", label, fps, f"{fps / sleep:.2f}", f"{fps / barrier:.2f}"))
+            fps, cpu = timed(hts(make_env, args, **kwargs), args.frames, args.batches, 0.0)
+            rows.append(("ceiling", label, fps, cpu, f"{fps / sleep:.2f}", f"{fps / barrier:.2f}"))
             print(rows[-1], os.getloadavg(), flush=True)
     if "learner" in args.panels:
         found = {}
@@ -158,18 +175,18 @@ def main(argv=None) -> None:
             ("MultiSyncCollector", lambda: multi_sync(make_env, args)),
         ):
             found[label] = timed(build(), args.frames, args.batches, learner_s)
-            print(label, f"{found[label]:.0f}", os.getloadavg(), flush=True)
-        best = max(found["HTS"], found["HTS, inference_batch_size=1"])
-        for label, fps in found.items():
-            rows.append(("learner", label, fps, f"{best / fps:.2f}", ""))
+            print(label, f"{found[label][0]:.0f}", os.getloadavg(), flush=True)
+        best = max(found["HTS"][0], found["HTS, inference_batch_size=1"][0])
+        for label, (fps, cpu) in found.items():
+            rows.append(("learner", label, fps, cpu, f"{best / fps:.2f}", ""))
         print(f"fixed learner: {learner_s * 1e3:.0f} ms per batch (sleep)")
     print(
-        "| panel | contender | frames/s | / sleep ceiling (ceiling) or best HTS / this | "
-        "/ barrier ceiling |"
+        "| panel | contender | frames/s | CPU ms per frame | / sleep ceiling (ceiling) or "
+        "best HTS / this | / barrier ceiling |"
     )
-    print("|---|---|---:|---:|---:|")
-    for panel, label, fps, a, b in rows:
-        print(f"| {panel} | {label} | {fps:.0f} | {a} | {b} |")
+    print("|---|---|---:|---:|---:|---:|")
+    for panel, label, fps, cpu, a, b in rows:
+        print(f"| {panel} | {label} | {fps:.0f} | {cpu:.2f} | {a} | {b} |")
     print("load", " / ".join(f"{x:.1f}" for x in os.getloadavg()))
 
 

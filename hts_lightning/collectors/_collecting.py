@@ -44,7 +44,8 @@ def _collecting_worker(
     native_threads: int | None,
     conn,
 ) -> None:
-    prepare_worker_process(niceness)
+    # envpool's threads keep the normal policy: only the Python step path was measured.
+    prepare_worker_process(niceness, batch_scheduling=not native_threads)
     # The envpool backend: this worker's pool steps all its replicas in native_threads threads.
     executor = local_executor(
         create_env_fns=create_env_fns,
@@ -60,8 +61,9 @@ def _collecting_worker(
     try:
         executor.start()
         runner = PolicyRunner(policy, device=torch.device("cpu"), exploration_type=exploration_type)
+        stop = stop_flag.numpy()  # read once a step: a numpy read costs a tenth of torch's
         engine = layout.engine(
-            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop_flag[0])
+            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop[0])
         )
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:

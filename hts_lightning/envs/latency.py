@@ -23,6 +23,7 @@ def lognormal_parameters(mean: float, std: float) -> tuple[float, float]:
 
 
 _DONE_KEYS = ("done", "terminated", "truncated")
+_NO_BATCH = torch.Size([])
 
 
 class VariableLatencyEnv(EnvBase):
@@ -70,9 +71,14 @@ class VariableLatencyEnv(EnvBase):
         self.num_actions = num_actions
         self.episode_length = episode_length
         self._timing = random.Random()
+        self._lognormal = lognormal_parameters(mean, std) if distribution == "lognormal" else None
         self._rng = torch.Generator().manual_seed(0)
         self._obs = torch.zeros(obs_dim)
+        self._best_action = 0  # the argmax of the observation's first num_actions entries
         self._t = 0
+        # Copied per step (cheaper than building tensors from Python values, ~10 us each).
+        self._flags = (torch.zeros(1, dtype=torch.bool), torch.ones(1, dtype=torch.bool))
+        self._rewards = (torch.zeros(1), torch.ones(1))
         self.observation_spec = Composite(observation=Unbounded(shape=(obs_dim,)))
         self.action_spec = OneHot(num_actions, dtype=torch.int64)
         self.full_done_spec = Composite(
@@ -88,11 +94,11 @@ class VariableLatencyEnv(EnvBase):
             return self.mean
         if self.distribution == "exponential":
             return self._timing.expovariate(1.0 / self.mean)
-        mu, sigma = lognormal_parameters(self.mean, self.std)
-        return self._timing.lognormvariate(mu, sigma)
+        return self._timing.lognormvariate(*self._lognormal)
 
     def _draw_observation(self) -> torch.Tensor:
         self._obs = torch.randn(self._obs.shape, generator=self._rng)
+        self._best_action = int(self._obs.numpy()[: self.num_actions].argmax())
         return self._obs.clone()
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
@@ -108,18 +114,18 @@ class VariableLatencyEnv(EnvBase):
         delay = self.sample_delay()
         if delay > 0:
             time.sleep(delay)
-        correct = int(tensordict["action"].argmax(-1)) == int(
-            self._obs[: self.num_actions].argmax()
-        )
+        # numpy's argmax, like torch's, gives the first maximum; it costs a tenth of torch's.
+        correct = int(tensordict.get("action").numpy().argmax()) == self._best_action
         self._t += 1
-        truncated = torch.tensor([self._t >= self.episode_length])
-        return TensorDict(
-            observation=self._draw_observation(),
-            reward=torch.tensor([float(correct)]),
-            done=truncated.clone(),
-            terminated=torch.zeros(1, dtype=torch.bool),
-            truncated=truncated,
-        )
+        truncated = self._flags[self._t >= self.episode_length]
+        step = {
+            "observation": self._draw_observation(),
+            "reward": self._rewards[correct].clone(),
+            "done": truncated.clone(),
+            "terminated": self._flags[False].clone(),
+            "truncated": truncated.clone(),
+        }
+        return TensorDict(step, batch_size=_NO_BATCH, device=None)
 
     def snapshot(self) -> dict:
         """The data RNG, the current observation and the step (the timing RNG is not data)."""
@@ -128,6 +134,7 @@ class VariableLatencyEnv(EnvBase):
     def restore(self, snapshot: dict) -> None:
         self._rng.set_state(snapshot["rng"])
         self._obs = snapshot["obs"].clone()
+        self._best_action = int(self._obs.numpy()[: self.num_actions].argmax())
         self._t = snapshot["t"]
 
     def _set_seed(self, seed: int | None) -> None:

@@ -1,5 +1,5 @@
 """The learner's process leaves collection a core, whatever the worker count; workers run at the
-priority asked for (the caller's by default)."""
+priority asked for (the caller's by default), under Linux's batch scheduling policy."""
 
 from __future__ import annotations
 
@@ -66,6 +66,10 @@ def test_workers_run_at_the_priority_asked_for(inference, niceness):
         # processes, niced workers got a few percent of a core.
         added = niceness or 0
         assert [w.nice() for w in workers] == [min(19, psutil.Process().nice() + added)] * 2
+        # Linux's batch policy: a worker woken from an env's sleep does not preempt another
+        # mid-step (more workers than cores switch less); the learner keeps the normal one.
+        assert [os.sched_getscheduler(w.pid) for w in workers] == [os.SCHED_BATCH] * 2
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
 @pytest.mark.parametrize(("value", "error"), [(20, ValueError), (-1, ValueError), (1.5, TypeError)])
