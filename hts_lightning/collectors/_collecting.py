@@ -46,7 +46,8 @@ def _collecting_worker(
 ) -> None:
     # envpool's threads keep the normal policy: only the Python step path was measured.
     prepare_worker_process(niceness, batch_scheduling=not native_threads)
-    # The envpool backend: this worker's pool steps all its replicas in native_threads threads.
+    # The envpool backend: this worker's pool steps its block of replicas in native_threads
+    # threads (one worker process per block that fills whole inference chunks).
     executor = local_executor(
         create_env_fns=create_env_fns,
         seeds=seeds,
