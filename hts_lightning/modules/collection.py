@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -105,19 +106,28 @@ class CollectionBinding:
                 "num_envs as a multiple of the number of ranks."
             )
 
-    def start(self, *, batches: int, updates: int, world_size: int, rank: int) -> _CollectorLoader:
+    def start(
+        self, *, batches: int, updates: int, world_size: int, rank: int, ranks_here: int = 1
+    ) -> _CollectorLoader:
         """This rank's collector for ``batches`` batches, ``updates`` updates into training
-        (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader."""
+        (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader.
+        ``ranks_here``: the ranks on this machine, which share its cores."""
         self.check_ranks(world_size)
         local = self._local_envs = self.num_envs // world_size
         self._version_offset = updates
         self._final_state = None
+        make = self._make
+        if make["num_threads"] is None and ranks_here > 1:
+            # Each rank's learner gets its share of the cores less one for its collection:
+            # every rank taking the collector's cores - 1 oversubscribed the machine.
+            share = len(os.sched_getaffinity(0)) // ranks_here
+            make = {**make, "num_threads": max(1, share - 1)}
         self.collector = make_collector(
             self.kind,
             num_envs=local,
             total_frames=batches * local * self.sync_interval,
             replica_offset=rank * local,
-            **self._make,
+            **make,
         )
         if self._state_to_load is not None:
             self._restore(self._state_to_load, world_size, rank)

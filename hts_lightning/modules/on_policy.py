@@ -111,9 +111,10 @@ class OnPolicyModule(LightningModule):
             of the recipes here; raise it for envs slower than that.
         learner_threads: torch threads of the learner's process once collection starts
             (``None``: the collector's rule; the HTSCollector's leaves one core to collection,
-            whatever ``num_workers`` is, so runs stay bitwise equal across worker counts). A
-            CPU learner's results depend on its thread count: keep it fixed across runs that
-            are compared bitwise, on machines of other core counts too.
+            whatever ``num_workers`` is, so runs stay bitwise equal across worker counts;
+            under DDP, ranks on one machine split its cores and each learner takes its share
+            less one). A CPU learner's results depend on its thread count: keep it fixed
+            across runs that are compared bitwise, on machines of other core counts too.
         worker_niceness: the HTSCollector's: added to its worker processes' niceness (0-19);
             above 0 the learner comes first and takes every core (see ``learner_threads``).
     """
@@ -312,6 +313,7 @@ class OnPolicyModule(LightningModule):
             updates=self.updates,
             world_size=self.trainer.world_size,
             rank=self.global_rank,
+            ranks_here=self.trainer.num_devices if self.trainer.world_size > 1 else 1,
         )
 
     def configure_optimizers(self):

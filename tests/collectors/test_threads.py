@@ -12,6 +12,7 @@ import torch
 from lightning import Callback
 
 from hts_lightning import PPO, CountingEnv, HTSCollector
+from hts_lightning.modules.collection import CollectionBinding
 from tests.collectors.policies import sampling_policy
 from tests.conftest import quiet_trainer, worker_processes
 
@@ -163,3 +164,31 @@ def test_a_module_runs_its_workers_at_the_niceness_asked_for():
 def test_worker_niceness_is_refused_for_torchrls_collectors():
     with pytest.raises(ValueError, match="worker_niceness=5 needs the HTSCollector"):
         PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, collector="sync", worker_niceness=5)
+
+
+def test_ddp_ranks_on_one_machine_split_its_cores_between_their_learners(monkeypatch):
+    """Two ranks on a machine of 8 cores: each learner takes 3 threads (its 4 less one for its
+    collection), not the 7 each that oversubscribed the machine twice; one rank keeps 7."""
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    seen = []
+    try:
+        for ranks_here in (2, 1):
+            binding = CollectionBinding(
+                kind="hts",
+                create_env=partial(CountingEnv),
+                policy=sampling_policy(),
+                num_envs=4,
+                num_workers=1,
+                sync_interval=4,
+                seed=0,
+            )
+            loader = binding.start(
+                batches=1, updates=0, world_size=2, rank=0, ranks_here=ranks_here
+            )
+            next(iter(loader))
+            seen.append(torch.get_num_threads())
+            binding.shutdown()
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [3, 7]
