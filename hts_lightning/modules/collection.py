@@ -96,6 +96,7 @@ class CollectionBinding:
         self._version_offset = 0
         self._state_to_load: dict | None = None
         self._final_state: dict | None = None  # the state a shut-down collector had
+        self._loader: _CollectorLoader | None = None
 
     def check_ranks(self, world_size: int) -> None:
         """Every rank collects ``num_envs / world_size`` replicas: refuse a remainder."""
@@ -132,9 +133,15 @@ class CollectionBinding:
         if self._state_to_load is not None:
             self._restore(self._state_to_load, world_size, rank)
             self._state_to_load = None
-        return _CollectorLoader(
-            self.collector, on_timeout=self._timed_out, seconds=self.batch_timeout
+        self._loader = _CollectorLoader(
+            self.collector,
+            on_timeout=self._timed_out,
+            seconds=self.batch_timeout,
+            # TorchRL's synchronous collectors answer state_dict() through their workers:
+            # after a stop cut a wait short, the state from before the wait is the one to save.
+            state_before_wait=self.kind in ("sync", "multi_sync"),
         )
+        return self._loader
 
     def _timed_out(self, batch: int) -> BatchTimeoutError:
         return BatchTimeoutError(
@@ -183,7 +190,15 @@ class CollectionBinding:
             # (frame counters, trajectory ids, the workers' copies of the weights; no env RNG)
             # is not needed to go on: a resumed run starts a new collector.
             return {"kind": "new"}
-        state = self._final_state or self.collector.state_dict()
+        loader = self._loader
+        if self._final_state is not None:
+            state = self._final_state
+        elif loader is not None and loader.waiting and loader.state_before_wait is not None:
+            # A wait cut short by a stop signal (for a "sync" collector a worker may be stalled
+            # in its step): asking the workers would wait on it and lose the checkpoint.
+            state = loader.state_before_wait
+        else:
+            state = self.collector.state_dict()
         states: list = [state]
         if world_size > 1:
             states = [None] * world_size
@@ -237,22 +252,30 @@ class _CollectorLoader:
         *,
         on_timeout: Callable[[int], BaseException],
         seconds: float | None,
+        state_before_wait: bool = False,
     ):
         self.collector = collector
         self._on_timeout = on_timeout
         self._seconds = seconds
+        self._keep_state = state_before_wait
+        self.state_before_wait: dict | None = None  # the collector's, when asked to keep it
+        self.waiting = False  # in a wait for a batch (still so when a stop ended the wait)
 
     def __iter__(self) -> Iterator[TensorDictBase]:
         batches = iter(self.collector)
         waited_for = 0
         while True:
             waited_for += 1
+            if self._keep_state:
+                self.state_before_wait = self.collector.state_dict()
             # Between updates, nothing half done: a stop signal may end the run in this wait.
+            self.waiting = True
             with (
                 stop_at_once_while(),
                 deadline(self._seconds, partial(self._on_timeout, waited_for)),
             ):
                 batch = next(batches, None)
+            self.waiting = False
             if batch is None:
                 return
             yield batch

@@ -64,11 +64,13 @@ def test_batch_timeout_must_be_positive():
         _binding("hts", batch_timeout=0)
 
 
-def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(tmp_path):
+@pytest.mark.parametrize("kind", ["hts", "sync"])
+def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(kind, tmp_path):
     # Both replicas' step to count 27 never returns: batch 4 (counts 25..32) never comes, so
     # after update 3 the module waits for it and no update ends. batch_timeout is only the
     # hang guard here (before the stop was at once, the run waited out the bound).
     module = A2C(
+        collector=kind,
         env_id="Counting",
         env_kwargs={"max_count": 1000, "stall_at": 27},
         num_envs=2,
@@ -97,6 +99,10 @@ def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(tm
     assert module.updates == 3
     saved = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
     assert saved["global_step"] == 3 and saved["hts_progress"]["updates"] == 3
+    if kind == "sync":
+        # TorchRL's collector as it was before the wait: 3 batches of 16 frames. Asking its
+        # stalled worker for the state instead lost the checkpoint after 2 minutes.
+        assert saved["hts_collector"]["states"][0]["frames"] == 48
     assert worker_processes() == []
 
 
