@@ -64,7 +64,7 @@ def test_batch_timeout_must_be_positive():
         _binding("hts", batch_timeout=0)
 
 
-@pytest.mark.parametrize("kind", ["hts", "sync"])
+@pytest.mark.parametrize("kind", ["hts", "sync", "multi_sync"])
 def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(kind, tmp_path):
     # Both replicas' step to count 27 never returns: batch 4 (counts 25..32) never comes, so
     # after update 3 the module waits for it and no update ends. batch_timeout is only the
@@ -103,6 +103,8 @@ def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(ki
         # TorchRL's collector as it was before the wait: 3 batches of 16 frames. Asking its
         # stalled worker for the state instead lost the checkpoint after 2 minutes.
         assert saved["hts_collector"]["states"][0]["frames"] == 48
+    if kind == "multi_sync":
+        assert saved["hts_collector"] == {"kind": "new"}  # its workers were not asked
     assert worker_processes() == []
 
 
