@@ -13,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import torch.distributed as dist
 from lightning import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
@@ -157,6 +158,18 @@ def fit(argv: list[str] | None) -> int:
         return 128 + stop.received
     except (EnvReplicaError, WorkerDiedError, BatchTimeoutError, FloatingPointError) as error:
         print(f"hts-rl: error: {error}", file=sys.stderr)
+        return 1
+    except RuntimeError as error:
+        # gloo's words when another rank's process ended mid-collective (torch 2.13); that
+        # rank printed its own error. NCCL was not tried here (no GPU).
+        if "Connection closed by peer" not in str(error):
+            raise
+        rank = dist.get_rank() if dist.is_initialized() else "?"
+        print(
+            f"hts-rl: error: rank {rank} lost its connection to another rank, which stopped "
+            f"first (its error is above): {str(error).splitlines()[0]}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
