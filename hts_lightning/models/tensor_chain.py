@@ -81,10 +81,6 @@ class TensorChain:
         params = {name: values[key] for name, key in self._dist_keys}
         return self._distribution(**params, **self._kwargs)
 
-    def __call__(self, td) -> tuple[dict, torch.distributions.Distribution]:
-        values = self.values(td)
-        return values, self.dist(values)
-
 
 def one_hot_terms(logits: torch.Tensor, action: torch.Tensor):
     """``OneHotCategorical(logits=logits)``'s ``log_prob(action)`` and ``entropy()`` (TorchRL's,
