@@ -30,6 +30,20 @@ class TensorChain:
     actor's ``distribution_kwargs`` turn them on (as torchrl's import makes the default): the
     collector refuses NaN parameters with one explicit check, and a non-finite logit makes the
     loss non-finite, which the update refuses before its step.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> from torchrl.data import Composite, OneHot, Unbounded
+        >>> from hts_lightning.models import make_actor_critic
+        >>> spec = Composite(observation=Unbounded((4,)))
+        >>> policy = make_actor_critic(spec, OneHot(2)).get_policy_operator()
+        >>> chain = TensorChain.of(policy)
+        >>> td = TensorDict(observation=torch.randn(3, 4), batch_size=[3])
+        >>> values = chain.values(td)
+        >>> sorted(values), chain.one_hot_logits
+        (['features', 'logits'], 'logits')
+        >>> torch.equal(chain.dist(values).logits, policy.get_dist(td).logits)
+        True
     """
 
     def __init__(self, layers: list, head: ProbabilisticTensorDictModule, default_interaction):
