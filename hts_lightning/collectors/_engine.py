@@ -14,7 +14,6 @@ seed and the weights only, whatever the timing and the number of workers:
 
 from __future__ import annotations
 
-import inspect
 import queue
 import threading
 from collections.abc import Callable
@@ -22,14 +21,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
-from torchrl.envs.utils import ExplorationType, exploration_type, set_exploration_type
+from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
+from hts_lightning.collectors._sampling import gumbel_argmax, noise_width, sample_from_uniform
+from hts_lightning.models.tensor_chain import TensorChain
 
 
 def leaf_keys(td: TensorDictBase) -> list:
@@ -59,7 +55,7 @@ class PolicyRunner:
         self._graph: _CapturedStep | None = None
         self.sample_key = None
         self.log_prob_key = None
-        self._chain: _TensorChain | None = None
+        self._chain: TensorChain | None = None
         if isinstance(policy, ProbabilisticTensorDictSequential) and (
             exploration_type == ExplorationType.RANDOM
         ):
@@ -73,7 +69,7 @@ class PolicyRunner:
             self.log_prob_key = head.log_prob_key if head.return_log_prob else None
             self._param_keys = list(head.in_keys)
             # policy.get_dist on tensors where the actor's modules allow: the same bits
-            self._chain = _TensorChain.of(policy)
+            self._chain = TensorChain.of(policy)
         elif exploration_type == ExplorationType.RANDOM and any(
             isinstance(m, ProbabilisticTensorDictModule) for m in policy.modules()
         ):
@@ -119,8 +115,13 @@ class PolicyRunner:
             with set_exploration_type(self.exploration_type):
                 return self.policy(td.copy())
         if self._chain is not None:
-            values, dist = self._chain(td)
-            return TensorDict({**values, **self._sample(dist, uniform)}, batch_size=td.batch_size)
+            values = self._chain.values(td)
+            logits = values.get(self._chain.one_hot_logits)
+            if logits is not None and logits.shape[-1] > 1:
+                sampled = self._sample_one_hot(logits, uniform)
+            else:
+                sampled = self._sample(self._chain.dist(values), uniform)
+            return TensorDict({**values, **sampled}, batch_size=td.batch_size)
         td = td.copy()  # the policy adds its keys to a shallow copy
         dist = self.policy.get_dist(td)
         return td.update(self._sample(dist, uniform))
@@ -131,83 +132,17 @@ class PolicyRunner:
             return {self.sample_key: action}
         return {self.sample_key: action, self.log_prob_key: dist.log_prob(action)}
 
-
-class _TensorChain:
-    """A ProbabilisticActor's ``get_dist`` on tensors, for actors made of plain modules.
-
-    ``policy.get_dist(td)`` runs each deterministic module through TensorDict's call machinery
-    (dispatch, key checks, hooks, one TensorDict write per output: ~100 us of a CartPole
-    chunk's ~500) and builds the distribution. When every deterministic module is a plain
-    :class:`~tensordict.nn.TensorDictModule` (its module called on its in-keys, one out-key,
-    nothing else), this calls the same modules on the same tensors in the same order, under
-    the same interaction type, and builds the same distribution from the same parameters: the
-    same operations, so the same bits. Its argument checks are off unless the actor's
-    ``distribution_kwargs`` turn them on, as on the learner's tensor path (and as torchrl's
-    import makes the default): the runner refuses NaN parameters with one explicit check.
-    """
-
-    def __init__(self, layers: list, head: ProbabilisticTensorDictModule, default_interaction):
-        self._layers = [(layer.module, layer.in_keys, layer.out_keys[0]) for layer in layers]
-        self._dist_keys = list(zip(head.dist_keys, head.in_keys))
-        self._distribution = head.distribution_class
-        self._kwargs = {"validate_args": False, **head.distribution_kwargs}
-        self._default_interaction = default_interaction
-
-    @classmethod
-    def of(cls, policy: ProbabilisticTensorDictSequential) -> _TensorChain | None:
-        """The chain of ``policy`` where its modules allow one, else ``None``."""
-        *layers, head = policy.module
-        if policy.return_composite or type(head).get_dist is not _GET_DIST:
-            return None
-        if not all(map(_plain, layers)):
-            return None
-        written = {layer.out_keys[0] for layer in layers}
-        keys = (*head.dist_keys, *head.in_keys, *head.out_keys)
-        if not all(isinstance(k, str) for k in keys) or not set(head.in_keys) <= written:
-            return None  # parameters the runner's NaN check would not see in the result
-        if not _takes_validate_args(head.distribution_class):
-            return None
-        return cls(layers, head, policy.default_interaction_type)
-
-    def __call__(self, td: TensorDictBase) -> tuple[dict, torch.distributions.Distribution]:
-        """The deterministic modules' outputs (in the order they are written) and the
-        distribution; ``td`` is only read."""
-        values = {}
-        # get_dist_params' rule: the global interaction type, else the actor's default.
-        with set_exploration_type(exploration_type() or self._default_interaction):
-            for module, in_keys, out_key in self._layers:
-                inputs = [values[k] if k in values else td.get(k) for k in in_keys]
-                values[out_key] = module(*inputs)
-        params = {name: values[key] for name, key in self._dist_keys}
-        return values, self._distribution(**params, **self._kwargs)
-
-
-_GET_DIST = ProbabilisticTensorDictModule.get_dist
-
-
-def _plain(module) -> bool:
-    """A TensorDictModule whose call is ``module.module(*inputs)`` written to one out-key."""
-    return (
-        isinstance(module, TensorDictModule)
-        and type(module).forward is TensorDictModule.forward
-        and module.method is None
-        and not module.method_kwargs
-        and module._kwargs is None
-        and module.inplace is True
-        and len(module.out_keys) == 1
-        and list(module.out_keys_source) == list(module.out_keys)
-        and all(isinstance(k, str) for k in (*module.in_keys, *module.out_keys))
-        and not module._forward_hooks
-        and not module._forward_pre_hooks
-    )
-
-
-def _takes_validate_args(distribution_class) -> bool:
-    try:
-        parameters = inspect.signature(distribution_class).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "validate_args" or p.kind is p.VAR_KEYWORD for p in parameters)
+    def _sample_one_hot(self, logits: torch.Tensor, uniform: torch.Tensor) -> dict:
+        """:meth:`_sample` of TorchRL's ``OneHotCategorical(logits)`` by its operations, without
+        building it (its construction and log_prob's dispatch: 20-30 us of a CartPole chunk's
+        200-340)."""
+        logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # the distribution's logits
+        index = gumbel_argmax(logits, uniform)
+        action = torch.nn.functional.one_hot(index, logits.shape[-1])
+        if self.log_prob_key is None:
+            return {self.sample_key: action}
+        log_prob = logits.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+        return {self.sample_key: action, self.log_prob_key: log_prob}
 
 
 def _refuse_nan(acted: TensorDictBase, keys: list) -> None:

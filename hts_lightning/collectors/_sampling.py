@@ -37,16 +37,21 @@ def noise_width(dist: D.Distribution) -> int:
     )
 
 
+def gumbel_argmax(logits: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """The index a categorical of ``logits`` samples for ``uniform`` (one per event): Gumbel-max."""
+    uniform = uniform.clamp(_EPS, 1.0 - _EPS)
+    gumbel = -torch.log(-torch.log(uniform.to(logits.dtype)))
+    return (logits + gumbel).argmax(-1)
+
+
 def sample_from_uniform(dist: D.Distribution, uniform: torch.Tensor) -> torch.Tensor:
     """A sample of ``dist`` computed row by row from ``uniform`` ([batch, noise_width])."""
-    uniform = uniform.clamp(_EPS, 1.0 - _EPS)
     if _is_one_hot(dist) or isinstance(dist, D.Categorical):
-        logits = dist.logits
-        gumbel = -torch.log(-torch.log(uniform.to(logits.dtype)))
-        index = (logits + gumbel).argmax(-1)
+        index = gumbel_argmax(dist.logits, uniform)
         if _is_one_hot(dist):
-            return torch.nn.functional.one_hot(index, logits.shape[-1])
+            return torch.nn.functional.one_hot(index, dist.logits.shape[-1])
         return index
+    uniform = uniform.clamp(_EPS, 1.0 - _EPS)
     if isinstance(dist, D.Normal):
         normal = math.sqrt(2.0) * torch.erfinv(2.0 * uniform.to(dist.loc.dtype) - 1.0)
         return dist.loc + dist.scale * normal.reshape(dist.loc.shape)

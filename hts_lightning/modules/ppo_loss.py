@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.utils import distance_loss
+
+from hts_lightning.models.tensor_chain import TensorChain, one_hot_terms, plain
 
 __all__ = ["LeanClipPPOLoss"]
 
@@ -32,14 +29,16 @@ class LeanClipPPOLoss(ClipPPOLoss):
     out: ``loss_critic`` is 0 and gives no gradient. ``torch.compile`` did not pay on CPU:
     59 s to compile, no faster after.
 
-    When the actor is a chain of plain ``TensorDictModule`` s (one output key each) ending in
-    a ``ProbabilisticTensorDictModule``, and the critic is one ``TensorDictModule``, as
-    :func:`~hts_lightning.models.make_actor_critic` builds them, the forward calls their
-    ``nn.Module`` s on the tensors and builds the distribution from its class and keywords:
-    the same layers, inputs and distribution, without TensorDict's per-call dispatch
-    (``get_dist`` 0.77 ms against the layers' 0.39 ms, the critic 0.55 ms against 0.37 ms
-    on CartPole's minibatch), with the distribution's argument checks off unless the actor's
-    ``distribution_kwargs`` turn them on. Other actors and critics take TensorDict's path.
+    When the actor has a :class:`~hts_lightning.models.tensor_chain.TensorChain` (plain
+    ``TensorDictModule`` s ending in a ``ProbabilisticTensorDictModule``) and the critic is one
+    plain ``TensorDictModule``, as :func:`~hts_lightning.models.make_actor_critic` builds them,
+    the forward calls their ``nn.Module`` s on the tensors and builds the distribution from its
+    class and keywords: the same layers, inputs and distribution, without TensorDict's per-call
+    dispatch (``get_dist`` 0.77 ms against the layers' 0.39 ms, the critic 0.55 ms against
+    0.37 ms on CartPole's minibatch); for TorchRL's ``OneHotCategorical`` of logits it takes
+    the log-probability and entropy by the distribution's own operations without building it
+    (:func:`~hts_lightning.models.tensor_chain.one_hot_terms`). Other actors and critics take
+    TensorDict's path.
 
     Example:
         >>> from hts_lightning import make_gym_env
@@ -59,37 +58,43 @@ class LeanClipPPOLoss(ClipPPOLoss):
         kwargs.setdefault("functional", False)
         kwargs.setdefault("log_explained_variance", False)
         super().__init__(actor_network, critic_network, **kwargs)
+        # (the actor's chain, the critic) for the tensor path, else None
+        chain = TensorChain.of(actor_network)
         self._tensor_path = (
-            None
-            if self.separate_losses or self.clip_value or self.critic_coeff is None
-            else _tensor_chain(actor_network, critic_network, self.tensor_keys.value)
+            (chain, critic_network)
+            if chain is not None
+            and plain(critic_network)
+            and critic_network.out_keys[0] == self.tensor_keys.value
+            and not (self.separate_losses or self.clip_value or self.critic_coeff is None)
+            else None
         )
 
-    def _dist_and_value(self, tensordict: TensorDictBase):
-        """The action distribution and the critic's loss term, on tensors when the networks
-        allow, else through TensorDict and ClipPPOLoss.loss_critic."""
+    def _terms(self, tensordict: TensorDictBase):
+        """The action's log-probability, the entropy per row and the critic's loss term, on
+        tensors when the networks allow, else through TensorDict and ClipPPOLoss.loss_critic."""
+        action = tensordict.get(self.tensor_keys.action)
         if self._tensor_path is None:
             dist = self.actor_network.get_dist(tensordict)  # writes the trunk's outputs
             if self.critic_coeff is None:
                 # ClipPPOLoss turns critic_coeff=0 into None, and then its loss_critic returns
                 # the unweighted loss: a weight of 0 is no critic term at all.
-                return dist, tensordict.get(self.tensor_keys.advantage).new_zeros(())
-            return dist, self.loss_critic(tensordict)[0]
-        layers, head, critic = self._tensor_path
-        values = {key: tensordict.get(key) for key in self.actor_network.in_keys}
-        for layer in layers:
-            values[layer.out_keys[0]] = layer.module(*(values[k] for k in layer.in_keys))
-        params = {name: values[key] for name, key in zip(head.dist_keys, head.in_keys)}
-        # No argument checks unless the actor asks for them: they add ~10 ops and two host
-        # syncs a step (0.12 ms of ~3 ms on CartPole), and a non-finite logit makes the loss
-        # non-finite, which the update refuses before its step anyway.
-        kwargs = {"validate_args": False, **head.distribution_kwargs}
-        dist = head.distribution_class(**params, **kwargs)
+                critic = tensordict.get(self.tensor_keys.advantage).new_zeros(())
+            else:
+                critic = self.loss_critic(tensordict)[0]
+            return dist.log_prob(action), dist.entropy(), critic
+        chain, critic = self._tensor_path
+        values = chain.values(tensordict)
+        logits = values.get(chain.one_hot_logits)
+        if logits is not None and logits.shape[-1] > 1:  # TorchRL's math, no distribution
+            log_prob, entropy = one_hot_terms(logits, action)
+        else:
+            dist = chain.dist(values)
+            log_prob, entropy = dist.log_prob(action), dist.entropy()
         inputs = (values[k] if k in values else tensordict.get(k) for k in critic.in_keys)
         # ClipPPOLoss.loss_critic's term (no value clipping here), on the tensors.
         target = tensordict.get(self.tensor_keys.value_target)
         loss = distance_loss(target, critic.module(*inputs), self.loss_critic_type)
-        return dist, self.critic_coeff * loss
+        return log_prob, entropy, self.critic_coeff * loss
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         advantage = tensordict.get(self.tensor_keys.advantage, None)
@@ -99,13 +104,12 @@ class LeanClipPPOLoss(ClipPPOLoss):
                 "it first (loss.value_estimator(batch))."
             )
         behaviour_log_prob = tensordict.get(self.tensor_keys.sample_log_prob)
-        dist, loss_critic = self._dist_and_value(tensordict)
-        log_prob = dist.log_prob(tensordict.get(self.tensor_keys.action))
+        log_prob, entropy, loss_critic = self._terms(tensordict)
         log_weight = (log_prob - behaviour_log_prob).unsqueeze(-1)
         epsilon = self.clip_epsilon
         clipped = log_weight.clamp((-epsilon).log1p(), epsilon.log1p())
         gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
-        entropy = dist.entropy().mean()
+        entropy = entropy.mean()
         with torch.no_grad():
             clip_fraction = (clipped != log_weight).float().mean()
             kl_approx = (behaviour_log_prob - log_prob).mean()
@@ -117,25 +121,3 @@ class LeanClipPPOLoss(ClipPPOLoss):
             kl_approx=kl_approx,
             entropy=entropy.detach(),
         )
-
-
-def _tensor_chain(actor, critic, value_key):
-    """(the actor's deterministic modules, its distribution module, the critic) when all are
-    plain single-output TensorDictModules with string keys; else ``None``."""
-
-    def plain(module) -> bool:
-        return (
-            isinstance(module, TensorDictModule)
-            and type(module).forward is TensorDictModule.forward
-            and len(module.out_keys) == 1
-            and all(isinstance(k, str) for k in (*module.in_keys, *module.out_keys))
-        )
-
-    if not isinstance(actor, ProbabilisticTensorDictSequential):
-        return None
-    *layers, head = actor.module
-    if not isinstance(head, ProbabilisticTensorDictModule) or not all(map(plain, layers)):
-        return None
-    if not plain(critic) or critic.out_keys[0] != value_key:
-        return None
-    return layers, head, critic
