@@ -267,9 +267,11 @@ class CollectionEngine:
             at = step[stepped]
             for dst, src in zip(out_next, self._slot_next):
                 dst[stepped, at] = src[stepped]
-            step[stepped] += 1
-            ready = stepped[step[stepped] < horizon]
-            remaining -= int((step[stepped] == horizon).sum())
+            at += 1
+            step[stepped] = at
+            full = at == horizon
+            ready = stepped[~full]
+            remaining -= int(full.sum())
 
     def _act(self, replicas, step, noise, out_root, out_policy) -> None:
         size = self.inference_batch_size

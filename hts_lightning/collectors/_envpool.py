@@ -17,7 +17,8 @@ replicas arrive together: it is the same as with one env per ``recv``.
 
 A finished episode is reset by sending the env once more (envpool's auto-reset; the action is
 ignored); that reset is not a transition, and the replica is reported ready only once its
-first observation is in.
+first observation is in. Resets and fillers wait for the next ``send`` of actions (or, if none
+comes first, the next ``recv``) and go with it: one envpool call per chunk, not two.
 
 The executor keeps what ``StepCounter``, ``RewardSum`` and ``RewardClipping`` keep on the
 Python path (step count, raw return, clipped reward), so the slots get the same keys and
@@ -73,8 +74,9 @@ class EnvpoolExecutor:
         self._in_flight = 0  # replicas stepping or resetting
         self._idle_fillers = list(range(self._num_envs, self._num_envs + self._batch - 1))
         self._fillers_in_flight = 0
+        self._idle_ids: list[np.ndarray] = []  # resets and fillers to send with the idle action
         self._stopping = False
-        self._pool = None
+        self._pool = self._calls = None
 
     def start(self) -> None:
         """Build the pool, reset every env and publish the first observations."""
@@ -88,6 +90,7 @@ class EnvpoolExecutor:
         self._action_dtype = spec.dtype
         self._idle_action = np.zeros((self._batch, *spec.shape[1:]), dtype=spec.dtype)
         self._discrete = hasattr(self._pool.action_space, "n")
+        self._calls = _PoolCalls(self._pool)
         self._pool.async_reset()
         self._resetting[:] = True
         self._in_flight = self._num_envs
@@ -97,9 +100,19 @@ class EnvpoolExecutor:
 
     def send(self, replicas: np.ndarray) -> None:
         action = self._action[replicas]
-        action = action.argmax(-1) if self._discrete else action
-        self._pool.send(action.astype(self._action_dtype), replicas.astype(np.int32))
+        action = (action.argmax(-1) if self._discrete else action).astype(self._action_dtype)
+        env = replicas.astype(np.int32)
+        if self._idle_ids:  # the resets and fillers waiting go in the same call
+            env = np.concatenate([env, *self._idle_ids])
+            action = np.concatenate([action, self._idle_action[: env.size - replicas.size]])
+            self._idle_ids = []
+        self._calls.send(action, env)
         self._in_flight += replicas.size
+
+    def _send_idle(self) -> None:
+        env = np.concatenate(self._idle_ids)
+        self._idle_ids = []
+        self._calls.send(self._idle_action[: env.size], env)
 
     def wait_ready(self) -> np.ndarray:
         """The replicas whose step (and, at an episode end, reset) finished: those of one
@@ -117,10 +130,11 @@ class EnvpoolExecutor:
         short = self._batch - self._in_flight - self._fillers_in_flight
         if short > 0:  # short < batch_size: a replica is in flight (start: all fillers are)
             fillers, self._idle_fillers = self._idle_fillers[:short], self._idle_fillers[short:]
-            self._pool.send(self._idle_action[:short], np.array(fillers, dtype=np.int32))
+            self._idle_ids.append(np.array(fillers, dtype=np.int32))
             self._fillers_in_flight += short
-        observation, reward, terminated, truncated, info = self._pool.recv()
-        env = info["env_id"]
+        if self._idle_ids:
+            self._send_idle()
+        env, observation, reward, terminated, truncated = self._calls.recv()
         real = env < self._num_envs
         if not real.all():
             self._idle_fillers.extend(env[~real].tolist())
@@ -159,7 +173,7 @@ class EnvpoolExecutor:
         if done.any():  # auto-reset: the env resets on its next send, whatever the action
             ended = env[done]
             self._resetting[ended] = True
-            self._pool.send(self._idle_action[: ended.size], ended.astype(np.int32))
+            self._idle_ids.append(ended.astype(np.int32))  # sent before the next recv
             self._in_flight += ended.size
             env, observation = env[~done], observation[~done]
         self._publish_root(env, observation)
@@ -188,7 +202,54 @@ class EnvpoolExecutor:
 
     def close(self, timeout: float = 5.0) -> None:
         self._stopping = True
-        self._pool = None  # envpool's destructor finishes the steps in flight, joins its threads
+        # envpool's destructor finishes the steps in flight, joins its threads
+        self._pool = self._calls = None
+
+
+class _PoolCalls:
+    """envpool 1.2.5's ``send``/``recv`` without their Python wrappers (private calls).
+
+    The public ``send`` rebuilds the pool's config dict and re-checks the action on every call,
+    and ``recv`` builds the gymnasium tuple through ``optree``: ~20 us of a chunk's ~40 us of
+    envpool calls (benchmarks/RESULTS.md). For a single-player pool (the Atari and
+    classic-control envs served here) they amount to this: ``_send`` takes the arrays in the
+    order of ``_spec._action_keys`` (``players.env_id`` = ``env_id``), ``_recv`` returns the
+    state arrays in the order of ``_state_keys`` and ``terminated`` is ``done & ~trunc``. A
+    pool laid out otherwise (another envpool version) goes through the public calls.
+    """
+
+    _ACTIONS = ["env_id", "players.env_id", "action"]
+    _STATES = ("info:env_id", "obs", "reward", "done", "trunc")
+
+    def __init__(self, pool):
+        self._pool = pool
+        keys = list(getattr(pool, "_state_keys", ()))
+        actions = list(getattr(getattr(pool, "_spec", None), "_action_keys", ()))
+        self._raw = (
+            sorted(actions) == sorted(self._ACTIONS)
+            and set(self._STATES) <= set(keys)
+            and pool.config.get("max_num_players", 1) == 1
+        )
+        if self._raw:
+            self._order = [self._ACTIONS.index(k) for k in actions]
+            self._at = [keys.index(k) for k in self._STATES]
+
+    def send(self, action: np.ndarray, env: np.ndarray) -> None:
+        """Step the envs ``env`` (int32) with ``action`` (the pool's dtype, C order)."""
+        if not self._raw:
+            self._pool.send(action, env)
+            return
+        arrays = (env, env, action)
+        self._pool._send([arrays[i] for i in self._order])
+
+    def recv(self) -> tuple:
+        """``(env_id, observation, reward, terminated, truncated)`` of one ``recv``."""
+        if not self._raw:
+            observation, reward, terminated, truncated, info = self._pool.recv()
+            return info["env_id"], observation, reward, terminated, truncated
+        state = self._pool._recv()
+        env, observation, reward, done, truncated = (state[i] for i in self._at)
+        return env, observation, reward, done & ~truncated, truncated
 
 
 def _rows(array: np.ndarray) -> np.ndarray:

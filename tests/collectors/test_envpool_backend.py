@@ -375,3 +375,29 @@ def test_several_worker_processes_collect_the_batches_of_one_pool():
     main = _run(make, _cartpole_policy(), num_workers=1, inference="main", **common)
     assert_bitwise_equal(workers, main)
     assert workers["next", "done"].sum() >= 1
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Pong-v5"])
+def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
+    """The adapter of envpool 1.2.5's private ``_send``/``_recv`` against ``send``/``recv``:
+    two pools of the same seeds, stepped with the same actions, 60 steps over episode ends."""
+    from hts_lightning.collectors._envpool import _PoolCalls
+
+    make = env_factory(env_id, backend="envpool")
+    public, private = (make.make_pool(seeds=[3, 4, 5], num_threads=1, batch_size=2) for _ in "ab")
+    calls = _PoolCalls(private)
+    assert calls._raw  # envpool 1.2.5's layout: the private calls are the ones in use
+    public.async_reset()
+    private.async_reset()
+    actions, ended = np.random.default_rng(0), 0
+    for _ in range(60):
+        observation, reward, terminated, truncated, info = public.recv()
+        got = calls.recv()
+        for mine, theirs in zip(got, (info["env_id"], observation, reward, terminated, truncated)):
+            assert mine.dtype == theirs.dtype
+            np.testing.assert_array_equal(mine, theirs)
+        ended += int(terminated.sum() + truncated.sum())
+        action = actions.integers(0, 2, size=len(observation)).astype(np.int32)
+        public.send(action, info["env_id"])
+        calls.send(action, got[0])
+    assert env_id != "CartPole-v1" or ended > 0  # the resets were compared too
