@@ -141,7 +141,7 @@ class CollectionBinding:
             on_timeout=self._timed_out,
             seconds=self.batch_timeout,
             # After a stop cut a wait short, the state from before it is the one to save.
-            state_before_wait=self.kind == "sync",
+            keep_state_before_wait=self.kind == "sync",
         )
         return self._loader
 
@@ -195,7 +195,7 @@ class CollectionBinding:
         # A wait cut short by a stop signal: TorchRL's synchronous collectors answer
         # state_dict() through their workers, and one may be stalled in its step (asking it
         # hung for minutes and lost the checkpoint).
-        cut_short = self._final_state is None and self._loader is not None and self._loader.waiting
+        cut_short = self._loader is not None and self._loader.waiting
         if self._final_state is not None:
             state = self._final_state
         elif cut_short and self.kind == "sync":
@@ -263,12 +263,12 @@ class _CollectorLoader:
         *,
         on_timeout: Callable[[int], BaseException],
         seconds: float | None,
-        state_before_wait: bool = False,
+        keep_state_before_wait: bool = False,
     ):
         self.collector = collector
         self._on_timeout = on_timeout
         self._seconds = seconds
-        self._keep_state = state_before_wait
+        self._keep_state = keep_state_before_wait
         self.state_before_wait: dict | None = None  # the collector's, when asked to keep it
         self.waiting = False  # in a wait for a batch (still so when a stop ended the wait)
 
