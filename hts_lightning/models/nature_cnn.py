@@ -45,5 +45,9 @@ class NatureCNN(nn.Module):
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         batch = frames.shape[:-3]
-        x = frames.reshape(-1, *frames.shape[-3:]).float() / 255.0
-        return self.head(self.convs(x)).reshape(*batch, -1)
+        # Channels-last: oneDNN's CPU convolutions then skip their layout reorders; forward and
+        # backward of a 512-frame minibatch took ~0.6-0.7x the CPU time (benchmarks/RESULTS.md).
+        # By permutation, since `contiguous(memory_format=...)` fails under vmap (TorchRL's GAE).
+        x = frames.reshape(-1, *frames.shape[-3:]).permute(0, 2, 3, 1).contiguous()
+        x = x.permute(0, 3, 1, 2)
+        return self.head(self.convs(x.float() / 255.0)).reshape(*batch, -1)
