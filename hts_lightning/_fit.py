@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from hts_lightning.callbacks import StopOnSignal
-from hts_lightning.checkpoint import needs_migration, read_checkpoint
+from hts_lightning.checkpoint import read_checkpoint
 from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
 from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
@@ -79,13 +79,7 @@ class _HtsCLI(LightningCLI):
             print(f"Resuming from {config.ckpt_path}")
         ckpt_path = config.get("ckpt_path")
         if ckpt_path and ckpt_path not in _LIGHTNING_CKPT_WORDS and "://" not in ckpt_path:
-            self._resumed_from = read_checkpoint(ckpt_path, migrate=False)  # weights_only
-            if needs_migration(self._resumed_from):
-                raise ValueError(
-                    f"{ckpt_path} was written before 2026-12-01 (old loss parameter names); "
-                    f"convert it first: python -m hts_lightning.checkpoint {ckpt_path} "
-                    "migrated.ckpt, then resume with --ckpt_path migrated.ckpt."
-                )
+            self._resumed_from = read_checkpoint(ckpt_path)  # weights_only
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
