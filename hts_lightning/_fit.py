@@ -116,23 +116,16 @@ def _latest_last_checkpoint(root: Path = Path("runs")) -> Path:
     return candidates[-1]
 
 
-class _Drop(logging.Filter):
-    """Drops the log records whose message starts with one of ``prefixes``."""
-
-    def __init__(self, *prefixes: str):
-        super().__init__()
-        self.prefixes = prefixes
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.prefixes)
-
-
 def fit(argv: list[str] | None) -> int:
     """Run ``hts-rl fit`` with ``argv`` (``None``: ``sys.argv``); the exit code."""
     # The console holds our lines: other libraries' notes on their own internals go.
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_Drop("💡 Tip"))
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: not record.getMessage().startswith("💡 Tip")
+    )
     # A first run in a folder creates its mlflow.db and experiment: routine, not warnings.
-    logging.getLogger("lightning.pytorch.loggers.mlflow").addFilter(_Drop("Experiment with name"))
+    logging.getLogger("lightning.pytorch.loggers.mlflow").addFilter(
+        lambda record: not record.getMessage().startswith("Experiment with name")
+    )
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")  # LightningCLI's calls
     for message in (

@@ -77,7 +77,6 @@ class MainInference:
             ends[:] = [executor.replica_states(), executor.take_restarts()]
 
         ends = self._ends
-        self._collect = collect
         self._runner = ThreadRunner(collect) if threaded else InlineRunner(collect)
 
     def start(self) -> None:

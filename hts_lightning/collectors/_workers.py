@@ -24,7 +24,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torchrl.envs import EnvBase
 
-from hts_lightning.collectors._engine import _numpy
+from hts_lightning.collectors._engine import _as_tuple, _numpy
 from hts_lightning.collectors._pool import (
     READY,
     STEPPED,
@@ -71,9 +71,9 @@ class _ReplicaStepper:
         # numpy views of the slots' tensors (the same memory), read and written row by row: a
         # step builds no TensorDict views, and a numpy row copy costs a fraction of torch's
         # indexed assignment (~15 of them a step).
-        self._slot_root = [_numpy_view(slots, "root", k) for k in self._root_keys]
-        self._slot_next = [_numpy_view(slots, "next", k) for k in self._next_keys]
-        self._slot_action = [_numpy_view(slots, "action", k) for k in self._action_keys]
+        self._slot_root = [_numpy(slots["root"].get(k), k) for k in self._root_keys]
+        self._slot_next = [_numpy(slots["next"].get(k), k) for k in self._next_keys]
+        self._slot_action = [_numpy(slots["action"].get(k), k) for k in self._action_keys]
         self._stepped_next = [("next", *_as_tuple(k)) for k in self._next_keys]
         self._on_env_error = on_env_error
         self.envs: dict[int, EnvBase] = {}
@@ -81,7 +81,6 @@ class _ReplicaStepper:
         self._restart_counts: dict[int, int] = {}
         self.restarts: list[Restart] = []
         self._roots: dict[int, TensorDictBase] = {}
-        self._slot_views: dict[int, TensorDictBase] = {}
         self.current_replica = -1
 
     def add(
@@ -98,7 +97,6 @@ class _ReplicaStepper:
         self.envs[replica] = env
         self._factories[replica] = (create_env_fn, seed)
         env.set_seed(seed)
-        self._slot_views[replica] = self._slots[replica]
         if state is None:
             self._publish_root(replica, env.reset())
         else:
@@ -144,7 +142,7 @@ class _ReplicaStepper:
         self.restarts.append((replica, env_traceback))
         root = self._roots[replica]
         root_keys = set(root.keys(True, True))
-        slot = self._slot_views[replica]["next"]
+        slot = self._slots[replica]["next"]
         for key in self._next_keys:
             value, name = slot.get(key), key[-1] if isinstance(key, tuple) else key
             if name in ("done", "truncated"):
@@ -190,9 +188,10 @@ def prepare_worker_process(niceness: int, *, batch_scheduling: bool = True) -> N
 
 
 def _stepping_worker(
-    create_env_fns: dict[int, Callable[[], EnvBase]],
-    seeds: dict[int, int],
-    states: dict[int, ReplicaState | None],
+    block: list[int],
+    create_env_fns: list[Callable[[], EnvBase]],
+    seeds: list[int],
+    states: list[ReplicaState | None],
     slots: TensorDictBase,
     root_keys: list[NestedKey],
     action_keys: list[NestedKey],
@@ -203,8 +202,8 @@ def _stepping_worker(
     prepare_worker_process(niceness)
     stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
     try:
-        for replica, create_env_fn in create_env_fns.items():
-            stepper.add(replica, create_env_fn, seeds[replica], states[replica])
+        for replica, create_env_fn, seed, state in zip(block, create_env_fns, seeds, states):
+            stepper.add(replica, create_env_fn, seed, state)
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
             if message == STATES:
@@ -290,22 +289,13 @@ class ProcessExecutor:
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
         self._pool = WorkerPool(blocks, mp_context)
-        self._args = (create_env_fns, seeds, states, slots, list(root_keys), list(action_keys))
-        self._settings = (on_env_error, niceness)
+        self._replicas = (create_env_fns, seeds, states)
+        self._common = (slots, list(root_keys), list(action_keys), on_env_error, niceness)
         self._restarts: list[Restart] = []
 
     def start(self, timeout: float = 300.0) -> None:
-        create_env_fns, seeds, states, slots, root_keys, action_keys = self._args
-
-        def args_of(worker: int) -> tuple:
-            block = self._pool.blocks[worker].tolist()
-            fns = {i: create_env_fns[i] for i in block}
-            block_states = {i: states[i] for i in block}
-            block_seeds = {i: seeds[i] for i in block}
-            return fns, block_seeds, block_states, slots, root_keys, action_keys, *self._settings
-
-        self._pool.start(_stepping_worker, args_of, timeout)
-        self._args = None  # the states are used once; not kept alive
+        self._pool.start(_stepping_worker, self._replicas, self._common, timeout)
+        self._replicas = None  # the states are used once; not kept alive
 
     def replica_states(self) -> list[ReplicaState]:
         """Every replica's state, asked of the workers; call between batches (no step is
@@ -339,12 +329,3 @@ class ProcessExecutor:
 
     def close(self, timeout: float = 5.0) -> None:
         self._pool.close(timeout)
-
-
-def _as_tuple(key) -> tuple:
-    return (key,) if isinstance(key, str) else tuple(key)
-
-
-def _numpy_view(slots: TensorDictBase, group: str, key) -> np.ndarray:
-    """A numpy view of one slot tensor (a clear error for a dtype numpy lacks)."""
-    return _numpy(slots.get((group, *_as_tuple(key))), key)

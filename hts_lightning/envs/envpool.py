@@ -60,11 +60,6 @@ def envpool_available() -> bool:
     return importlib.util.find_spec("envpool") is not None
 
 
-def _check_installed() -> None:
-    if not envpool_available():
-        raise MissingDependencyError(f"env_backend 'envpool' needs envpool. {ENVPOOL_INSTALL}")
-
-
 def _task_id(env_id: str) -> str:
     """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic ids are the same.
     Only envpool's Atari and classic-control families are served (the keys and preprocessing
@@ -238,7 +233,8 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
         >>> make().action_spec.shape
         torch.Size([2])
     """
-    _check_installed()
+    if not envpool_available():
+        raise MissingDependencyError(f"env_backend 'envpool' needs envpool. {ENVPOOL_INSTALL}")
     task_id = _task_id(env_id)
     if not env_id.startswith("ALE/"):
         if env_kwargs:
