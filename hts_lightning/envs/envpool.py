@@ -177,13 +177,7 @@ class EnvpoolReplica(EnvBase):
         else:
             observation, _ = self._pool.reset()
         self._done = False
-        false = torch.zeros(1, dtype=torch.bool)
-        return TensorDict(
-            observation=torch.as_tensor(observation[0]),
-            done=false,
-            terminated=false.clone(),
-            truncated=false.clone(),
-        )
+        return TensorDict(observation=torch.as_tensor(observation[0]), **self.full_done_spec.zero())
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
