@@ -139,7 +139,24 @@ def fit(argv: list[str] | None) -> int:
         warnings.filterwarnings("ignore", message=message)
     stop = StopOnSignal()
     try:
-        _run_cli(argv, stop)
+        _HtsCLI(
+            OnPolicyModule,
+            subclass_mode_model=True,
+            args=argv,
+            trainer_defaults={
+                "max_epochs": 1,  # one epoch = the module's total_frames
+                "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
+                "callbacks": [
+                    _ReportWhereResultsAre(),
+                    ModelCheckpoint(save_last=True, every_n_train_steps=50),
+                    MLflowTracking(),
+                    stop,
+                ],
+            },
+            save_config_callback=SaveConfigToMLflow,
+            save_config_kwargs={"save_to_log_dir": False},
+            auto_configure_optimizers=False,
+        )
     except SIGTERMException:
         print(f"hts-rl: stopped by {signal.Signals(stop.received).name}", file=sys.stderr)
         return 128 + stop.received
@@ -159,24 +176,3 @@ def fit(argv: list[str] | None) -> int:
         )
         return 1
     return 0
-
-
-def _run_cli(argv: list[str] | None, stop: StopOnSignal) -> None:
-    _HtsCLI(
-        OnPolicyModule,
-        subclass_mode_model=True,
-        args=argv,
-        trainer_defaults={
-            "max_epochs": 1,  # one epoch = the module's total_frames
-            "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
-            "callbacks": [
-                _ReportWhereResultsAre(),
-                ModelCheckpoint(save_last=True, every_n_train_steps=50),
-                MLflowTracking(),
-                stop,
-            ],
-        },
-        save_config_callback=SaveConfigToMLflow,
-        save_config_kwargs={"save_to_log_dir": False},
-        auto_configure_optimizers=False,
-    )

@@ -237,17 +237,10 @@ class CollectionEngine:
         self._slot_root = [_numpy(slots["root"].get(k), k) for k in root_keys]
         self._slot_next = [_numpy(slots["next"].get(k), k) for k in self.next_keys]
         self._slot_action = [_numpy(slots["action"].get(k), k) for k in action_keys]
-        size = inference_batch_size
-        chunk_root = [
-            torch.empty((size, *src.shape[1:]), dtype=slots["root"].get(k).dtype)
-            for k, src in zip(root_keys, self._slot_root)
-        ]
+        self._chunk = slots["root"][0].expand(inference_batch_size).clone()
         if runner.device.type == "cuda":  # page-locked: the copies to the GPU do not block
-            chunk_root = [buffer.pin_memory() for buffer in chunk_root]
-        self._chunk_root = [buffer.numpy() for buffer in chunk_root]
-        self._chunk = TensorDict(batch_size=[size])
-        for key, buffer in zip(root_keys, chunk_root):
-            self._chunk.set(key, buffer)
+            self._chunk = self._chunk.pin_memory()
+        self._chunk_root = [self._chunk.get(k).numpy() for k in root_keys]
 
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas

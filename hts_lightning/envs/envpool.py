@@ -145,14 +145,17 @@ class EnvpoolReplica(EnvBase):
         self._done = False
         probe = factory.make_pool(seeds=[seed], num_threads=1)
         self.observation_spec = Composite(observation=_box_spec(probe.observation_space))
-        self.action_spec = _action_spec(probe.action_space)
+        space = probe.action_space
+        self._discrete = hasattr(space, "n")
+        self.action_spec = (
+            OneHot(int(space.n), dtype=torch.int64) if self._discrete else _box_spec(space)
+        )
         self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
         self.full_done_spec = Composite(
             done=Categorical(2, shape=(1,), dtype=torch.bool),
             terminated=Categorical(2, shape=(1,), dtype=torch.bool),
             truncated=Categorical(2, shape=(1,), dtype=torch.bool),
         )
-        self._discrete = isinstance(self.action_spec, OneHot)
         self._action_dtype = probe.spec.action_array_spec["action"].dtype
         del probe
 
@@ -207,12 +210,6 @@ def _box_spec(space) -> Bounded:
         shape=space.shape,
         dtype=torch.as_tensor(space.low).dtype,
     )
-
-
-def _action_spec(space):
-    if hasattr(space, "n"):
-        return OneHot(int(space.n), dtype=torch.int64)
-    return _box_spec(space)
 
 
 def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
