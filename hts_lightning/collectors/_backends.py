@@ -163,11 +163,12 @@ def build_backend(
             mp_context=mp_context(collector._mp_start_method),
             niceness=collector.worker_niceness,
         )
-    engine = layout.engine(
-        executor,
-        runner,
-        slots,
-        collector.inference_batch_size,
+    engine = CollectionEngine(
+        executor=executor,
+        runner=runner,
+        slots=slots,
+        layout=layout,
+        inference_batch_size=collector.inference_batch_size,
         should_stop=getattr(executor, "stopping", None),
     )
     return MainInference(

@@ -16,7 +16,7 @@ import traceback
 import numpy as np
 import torch
 
-from hts_lightning.collectors._engine import PolicyRunner
+from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
 from hts_lightning.collectors._envpool import EnvpoolExecutor
 from hts_lightning.collectors._layout import Layout
 from hts_lightning.collectors._pool import DONE, READY, WorkerPool, receive, report_error, send
@@ -63,8 +63,13 @@ def _collecting_worker(
         executor.start()
         runner = PolicyRunner(policy, device=torch.device("cpu"), exploration_type=exploration_type)
         stop = stop_flag.numpy()  # read once a step: a numpy read costs a tenth of torch's
-        engine = layout.engine(
-            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop[0])
+        engine = CollectionEngine(
+            executor=executor,
+            runner=runner,
+            slots=slots,
+            layout=layout,
+            inference_batch_size=inference_batch_size,
+            should_stop=lambda: bool(stop[0]),
         )
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:

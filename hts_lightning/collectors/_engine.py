@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from hts_lightning.collectors._sampling import gumbel_argmax, noise_width, sample_from_uniform
 from hts_lightning.models.tensor_chain import TensorChain
+
+if TYPE_CHECKING:
+    from hts_lightning.collectors._layout import Layout
 
 
 def leaf_keys(td: TensorDictBase) -> list:
@@ -218,9 +222,7 @@ class CollectionEngine:
         executor,
         runner: PolicyRunner,
         slots: TensorDictBase,
-        root_keys: list,
-        policy_keys: list,
-        action_keys: list,
+        layout: Layout,
         inference_batch_size: int,
         should_stop: Callable[[], bool] | None = None,
     ):
@@ -228,9 +230,9 @@ class CollectionEngine:
         self.should_stop = should_stop or (lambda: False)
         self.runner = runner
         self.inference_batch_size = inference_batch_size
-        self.root_keys = root_keys
-        self.policy_keys = policy_keys
-        self.action_keys = action_keys
+        self.root_keys = root_keys = layout.root_keys
+        self.policy_keys = layout.policy_keys
+        self.action_keys = action_keys = layout.action_keys
         self.next_keys = leaf_keys(slots["next"])
         # numpy views of the slots, storage and chunk buffers (the same memory): one row's
         # gather or scatter costs a third of torch's advanced indexing, ~20 of them a step.
@@ -248,7 +250,7 @@ class CollectionEngine:
         num_envs, horizon = out.batch_size
         out_root = [_numpy(out.get(k), k) for k in self.root_keys]
         out_policy = [_numpy(out.get(k), k) for k in self.policy_keys]
-        out_next = [_numpy(out.get(("next", *_as_tuple(k))), k) for k in self.next_keys]
+        out_next = [_numpy(out.get("next").get(k), k) for k in self.next_keys]
         noise = None if uniform is None else uniform.numpy()
         step = np.zeros(num_envs, dtype=np.int64)
         ready = np.arange(num_envs)
@@ -300,10 +302,6 @@ def _numpy(tensor: torch.Tensor, key) -> np.ndarray:
             "numpy has (bfloat16 has none): cast it in the env or the policy, e.g. with a "
             "DTypeCastTransform."
         ) from error
-
-
-def _as_tuple(key) -> tuple:
-    return (key,) if isinstance(key, str) else tuple(key)
 
 
 class InlineRunner:

@@ -24,7 +24,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torchrl.envs import EnvBase
 
-from hts_lightning.collectors._engine import _as_tuple, _numpy
+from hts_lightning.collectors._engine import _numpy
 from hts_lightning.collectors._pool import (
     READY,
     STEPPED,
@@ -74,7 +74,6 @@ class _ReplicaStepper:
         self._slot_root = [_numpy(slots["root"].get(k), k) for k in self._root_keys]
         self._slot_next = [_numpy(slots["next"].get(k), k) for k in self._next_keys]
         self._slot_action = [_numpy(slots["action"].get(k), k) for k in self._action_keys]
-        self._stepped_next = [("next", *_as_tuple(k)) for k in self._next_keys]
         self._on_env_error = on_env_error
         self.envs: dict[int, EnvBase] = {}
         self._factories: dict[int, tuple[Callable[[], EnvBase], int]] = {}
@@ -127,8 +126,9 @@ class _ReplicaStepper:
                 raise
             self._restart(replica, traceback.format_exc())
             return
-        for key, slot in zip(self._stepped_next, self._slot_next):
-            slot[replica] = stepped.get(key).numpy()
+        step = stepped.get("next")
+        for key, slot in zip(self._next_keys, self._slot_next):
+            slot[replica] = step.get(key).numpy()
         self._publish_root(replica, root)
 
     def _restart(self, replica: int, env_traceback: str) -> None:
