@@ -66,7 +66,6 @@ class EnvpoolExecutor:
         self._root = {k: _rows(root.get(k).numpy()) for k in _ROOT_KEYS}
         self._next = {k: _rows(next_.get(k).numpy()) for k in _NEXT_KEYS}
         self._action = slots.get(("action", "action")).numpy()
-        self._discrete = None
         self._clip = factory.clip_rewards
         self._returns = np.zeros(self._num_envs, dtype=np.float32)
         self._steps = np.zeros(self._num_envs, dtype=np.int64)
