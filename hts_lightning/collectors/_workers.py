@@ -164,7 +164,7 @@ class _ReplicaStepper:
         restarts, self.restarts = self.restarts, []
         return restarts
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:  # the executors' call; nothing to wait for
         for env in self.envs.values():
             with contextlib.suppress(Exception):  # best effort: the process is going away
                 env.close()
@@ -221,34 +221,27 @@ def _stepping_worker(
         conn.close()
 
 
-class InlineExecutor:
+class InlineExecutor(_ReplicaStepper):
     """Steps every replica in the calling process, in the order asked: the serial mode."""
 
     def __init__(
         self, *, create_env_fns, seeds, states, slots, root_keys, action_keys, on_env_error="raise"
     ):
-        self._create_env_fns = create_env_fns
-        self._seeds = seeds
-        self._states = states
-        self._stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
+        super().__init__(slots, root_keys, action_keys, on_env_error)
+        self._starts = list(zip(create_env_fns, seeds, states))
         self._queue: list[int] = []
 
     def start(self) -> None:
-        starts = zip(self._create_env_fns, self._seeds, self._states)
-        for replica, (create_env_fn, seed, state) in enumerate(starts):
+        for replica, (create_env_fn, seed, state) in enumerate(self._starts):
             try:
-                self._stepper.add(replica, create_env_fn, seed, state)
+                self.add(replica, create_env_fn, seed, state)
             except Exception as error:
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
-        self._states = None  # used once; not kept alive
+        self._starts = None  # the states are used once; not kept alive
 
     def replica_states(self) -> list[ReplicaState]:
         """Every replica's state; call between batches."""
-        return [self._stepper.state(r) for r in range(len(self._create_env_fns))]
-
-    def take_restarts(self) -> list[Restart]:
-        """The replicas restarted after an env error since the last call."""
-        return self._stepper.take_restarts()
+        return [self.state(r) for r in sorted(self.envs)]
 
     def send(self, replicas: np.ndarray) -> None:
         self._queue.extend(replicas.tolist())
@@ -257,16 +250,13 @@ class InlineExecutor:
         stepped, self._queue = self._queue, []
         for replica in stepped:
             try:
-                self._stepper.step(replica)
+                self.step(replica)
             except Exception as error:
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
         return np.asarray(stepped, dtype=np.int64)
 
     def stop_workers(self, timeout: float = 5.0) -> None:
         return None
-
-    def close(self, timeout: float = 5.0) -> None:
-        self._stepper.close()
 
 
 class ProcessExecutor:
