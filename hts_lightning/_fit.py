@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from hts_lightning.callbacks import StopOnSignal
-from hts_lightning.checkpoint import needs_migration, read_checkpoint
+from hts_lightning.checkpoint import read_checkpoint
 from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
 from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
@@ -79,13 +79,7 @@ class _HtsCLI(LightningCLI):
             print(f"Resuming from {config.ckpt_path}")
         ckpt_path = config.get("ckpt_path")
         if ckpt_path and ckpt_path not in _LIGHTNING_CKPT_WORDS and "://" not in ckpt_path:
-            self._resumed_from = read_checkpoint(ckpt_path, migrate=False)  # weights_only
-            if needs_migration(self._resumed_from):
-                raise ValueError(
-                    f"{ckpt_path} was written before 2026-12-01 (old loss parameter names); "
-                    f"convert it first: python -m hts_lightning.checkpoint {ckpt_path} "
-                    "migrated.ckpt, then resume with --ckpt_path migrated.ckpt."
-                )
+            self._resumed_from = read_checkpoint(ckpt_path)  # weights_only
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
@@ -122,23 +116,16 @@ def _latest_last_checkpoint(root: Path = Path("runs")) -> Path:
     return candidates[-1]
 
 
-class _Drop(logging.Filter):
-    """Drops the log records whose message starts with one of ``prefixes``."""
-
-    def __init__(self, *prefixes: str):
-        super().__init__()
-        self.prefixes = prefixes
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.prefixes)
-
-
 def fit(argv: list[str] | None) -> int:
     """Run ``hts-rl fit`` with ``argv`` (``None``: ``sys.argv``); the exit code."""
     # The console holds our lines: other libraries' notes on their own internals go.
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_Drop("💡 Tip"))
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: not record.getMessage().startswith("💡 Tip")
+    )
     # A first run in a folder creates its mlflow.db and experiment: routine, not warnings.
-    logging.getLogger("lightning.pytorch.loggers.mlflow").addFilter(_Drop("Experiment with name"))
+    logging.getLogger("lightning.pytorch.loggers.mlflow").addFilter(
+        lambda record: not record.getMessage().startswith("Experiment with name")
+    )
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")  # LightningCLI's calls
     for message in (
@@ -152,7 +139,24 @@ def fit(argv: list[str] | None) -> int:
         warnings.filterwarnings("ignore", message=message)
     stop = StopOnSignal()
     try:
-        _run_cli(argv, stop)
+        _HtsCLI(
+            OnPolicyModule,
+            subclass_mode_model=True,
+            args=argv,
+            trainer_defaults={
+                "max_epochs": 1,  # one epoch = the module's total_frames
+                "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
+                "callbacks": [
+                    _ReportWhereResultsAre(),
+                    ModelCheckpoint(save_last=True, every_n_train_steps=50),
+                    MLflowTracking(),
+                    stop,
+                ],
+            },
+            save_config_callback=SaveConfigToMLflow,
+            save_config_kwargs={"save_to_log_dir": False},
+            auto_configure_optimizers=False,
+        )
     except SIGTERMException:
         print(f"hts-rl: stopped by {signal.Signals(stop.received).name}", file=sys.stderr)
         return 128 + stop.received
@@ -172,24 +176,3 @@ def fit(argv: list[str] | None) -> int:
         )
         return 1
     return 0
-
-
-def _run_cli(argv: list[str] | None, stop: StopOnSignal) -> None:
-    _HtsCLI(
-        OnPolicyModule,
-        subclass_mode_model=True,
-        args=argv,
-        trainer_defaults={
-            "max_epochs": 1,  # one epoch = the module's total_frames
-            "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
-            "callbacks": [
-                _ReportWhereResultsAre(),
-                ModelCheckpoint(save_last=True, every_n_train_steps=50),
-                MLflowTracking(),
-                stop,
-            ],
-        },
-        save_config_callback=SaveConfigToMLflow,
-        save_config_kwargs={"save_to_log_dir": False},
-        auto_configure_optimizers=False,
-    )

@@ -5,94 +5,35 @@ of the env snapshots), so ``torch.load(..., weights_only=True)`` reads all of th
 that needs more (a pickled object whose ``__reduce__`` would run code) was not written by
 ``hts-rl fit`` and is refused before any of it runs.
 
-Checkpoints written before 2026-12-01 (hts-lightning 0.1.0 before commit f2a02a0) hold the
-loss's parameters under TorchRL's functional names (``loss_module.actor_network_params.*``,
-and the whole critic under ``loss_module.critic_network_params.*``); the loss now runs the
-actor's own modules and only the critic's value head. :func:`migrate_checkpoint` renames
-them (the values are the same tensors as the ``model.*`` ones); :func:`read_checkpoint`
-applies it, and ``python -m hts_lightning.checkpoint OLD NEW`` writes a migrated copy that
-``hts-rl fit --ckpt_path NEW`` resumes from.
+Checkpoints written before 2026-12-01 (hts-lightning 0.1.0 before commit f2a02a0, never
+released) name the loss's parameters as TorchRL's functional loss did; they are refused with
+one line that says so and how to convert one with an earlier checkout.
 """
 
 from __future__ import annotations
 
 import pickle
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["MODULE_CLASS_KEY", "migrate_checkpoint", "needs_migration", "read_checkpoint"]
+__all__ = ["MODULE_CLASS_KEY", "read_checkpoint"]
 
 #: The key every hts-lightning checkpoint has (``OnPolicyModule.on_save_checkpoint``).
 MODULE_CLASS_KEY = "hts_module_class"
 
 
-_OLD_ACTOR = "actor_network_params."
-_OLD_CRITIC_HEAD = "critic_network_params.module.1.module."
-_OLD_CRITIC = "critic_network_params."
+# The loss parameter names of the format before 2026-12-01.
+_OLD_LOSS_PARAMETERS = "loss_module.actor_network_params."
 
 
-def needs_migration(checkpoint: dict[str, Any]) -> bool:
-    """Whether ``checkpoint`` has the loss parameter names of before 2026-12-01."""
-    return any(k.startswith("loss_module." + _OLD_ACTOR) for k in checkpoint.get("state_dict", {}))
-
-
-def _renamed(name: str) -> list[str]:
-    """New names of an old loss parameter name (relative to the loss), none to drop it."""
-    if name.startswith(_OLD_ACTOR):
-        return ["actor_network." + name[len(_OLD_ACTOR) :]]
-    if name.startswith(_OLD_CRITIC_HEAD):
-        return ["critic_network.module." + name[len(_OLD_CRITIC_HEAD) :]]
-    if name.startswith(_OLD_CRITIC):
-        return []  # the critic's trunk: the actor's trunk, or an Identity without parameters
-    return [name]
-
-
-def migrate_checkpoint(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """``checkpoint`` with the loss parameter names of today (a no-op on a current one): in the
-    module's state dict, and in the behaviour-parameter snapshots resume uses.
-
-    Example:
-        >>> old = {"state_dict": {"loss_module.actor_network_params.module.1.weight": 1,
-        ...                       "loss_module.critic_network_params.module.0.module.weight": 2,
-        ...                       "loss_module.critic_network_params.module.1.module.bias": 3}}
-        >>> for key in sorted(migrate_checkpoint(old)["state_dict"]):
-        ...     print(key)
-        critic_head.module.bias
-        loss_module.actor_network.module.1.weight
-        loss_module.critic_network.module.bias
-    """
-    if not needs_migration(checkpoint):
-        return checkpoint
-    state = {}
-    for key, value in checkpoint["state_dict"].items():
-        if not key.startswith("loss_module."):
-            state[key] = value
-            continue
-        for name in _renamed(key[len("loss_module.") :]):
-            state["loss_module." + name] = value
-            if name.startswith("critic_network."):
-                state["critic_head." + name[len("critic_network.") :]] = value
-    progress = dict(checkpoint.get("hts_progress") or {})
-    if "behaviour_parameters" in progress:
-        progress["behaviour_parameters"] = {
-            version: {new: v for old, v in snapshot.items() for new in _renamed(old)}
-            for version, snapshot in progress["behaviour_parameters"].items()
-        }
-    migrated = dict(checkpoint, state_dict=state)
-    if progress:
-        migrated["hts_progress"] = progress
-    return migrated
-
-
-def read_checkpoint(path: str | Path, *, migrate: bool = True) -> dict[str, Any]:
-    """The checkpoint at ``path``, read with ``weights_only=True`` (and, with ``migrate``,
-    given today's parameter names: :func:`migrate_checkpoint`); a ``ValueError`` of one
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint at ``path``, read with ``weights_only=True``; a ``ValueError`` of one
     line naming the file and what is wrong when it is missing, truncated, not a torch
-    checkpoint, holds objects that loading would execute, or is not an hts-lightning one.
+    checkpoint, holds objects that loading would execute, is not an hts-lightning one, or
+    predates the current format.
 
     Example:
         >>> import tempfile
@@ -137,24 +78,11 @@ def read_checkpoint(path: str | Path, *, migrate: bool = True) -> dict[str, Any]
             f"{path} is not an hts-lightning checkpoint (no {MODULE_CLASS_KEY!r}; it holds "
             f"{keys}): pass a checkpoint written by hts-rl fit."
         )
-    return migrate_checkpoint(checkpoint) if migrate else checkpoint
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hts_lightning.checkpoint OLD NEW``: write ``OLD`` migrated to ``NEW``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m hts_lightning.checkpoint OLD.ckpt NEW.ckpt", file=sys.stderr)
-        return 2
-    try:
-        checkpoint = read_checkpoint(args[0])
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    torch.save(checkpoint, args[1])
-    print(f"wrote {args[1]}: {args[0]} with today's parameter names")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if any(key.startswith(_OLD_LOSS_PARAMETERS) for key in checkpoint.get("state_dict", {})):
+        raise ValueError(
+            f"{path} predates the current checkpoint format (written before 2026-12-01, with "
+            "the loss's old parameter names), which this version does not read: train anew, or "
+            "convert it with hts-lightning at commit c03881b (python -m hts_lightning.checkpoint "
+            "OLD.ckpt NEW.ckpt)."
+        )
+    return checkpoint

@@ -86,10 +86,6 @@ def build_evaluate_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _is_model_uri(source: str) -> bool:
-    return ":/" in source and not Path(source).exists()
-
-
 def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> _Loaded:
     """The policy, env and training run of a checkpoint path or an MLflow model URI.
 
@@ -97,7 +93,7 @@ def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> _Loa
     (:func:`~hts_lightning.checkpoint.read_checkpoint`) and only a module class of
     hts_lightning is built from it; an MLflow model must be a pickle-free ``pt2`` one.
     """
-    if _is_model_uri(source):
+    if ":/" in source and not Path(source).exists():  # an MLflow model URI
         return _load_mlflow_policy(source, tracking_uri=tracking_uri, sample=sample)
     path = Path(source)
     if not path.exists():

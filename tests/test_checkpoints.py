@@ -171,42 +171,20 @@ def test_hts_rl_validate_is_not_offered_and_points_at_evaluate(capsys):
 OLD_CHECKPOINT = ROOT / "tests" / "data" / "ppo_cartpole_before_2026-12-01.ckpt"
 
 
-def test_a_checkpoint_from_before_the_loss_change_loads_with_todays_names():
-    from hts_lightning import PPO
-    from hts_lightning.checkpoint import needs_migration, read_checkpoint
-
-    raw = torch.load(OLD_CHECKPOINT, weights_only=True)
-    assert needs_migration(raw)
-    hparams = {k: v for k, v in raw["hyper_parameters"].items() if not k.startswith("_")}
-    module = PPO(**hparams)
-    with pytest.raises(RuntimeError, match="Missing key"):
-        module.load_state_dict(raw["state_dict"])  # what the old file does unmigrated
-    checkpoint = read_checkpoint(OLD_CHECKPOINT)
-    assert not needs_migration(checkpoint)
-    module.load_state_dict(checkpoint["state_dict"])  # strict: every key matches
-    for name, value in module.state_dict().items():
-        if name.startswith("model."):
-            assert torch.equal(value, raw["state_dict"][name]), name
-    # The behaviour snapshots (resume's delayed gradient) carry the loss's names of today.
-    module.on_load_checkpoint(checkpoint)
-    assert module.updates == 1
-    snapshot = checkpoint["hts_progress"]["behaviour_parameters"][0]
-    with module.behaviour.at(0, current=module.updates):
-        for name, parameter in module.loss_module.named_parameters():
-            assert torch.equal(parameter, snapshot[name]), name
-
-
-def test_resuming_an_old_checkpoint_names_the_conversion_and_the_converted_one_is_current(
+def test_a_checkpoint_of_the_format_before_2026_12_01_is_one_line_naming_it_and_the_fix(
     tmp_path, capsys, monkeypatch
 ):
-    from hts_lightning.checkpoint import main as convert
-    from hts_lightning.checkpoint import needs_migration
+    from hts_lightning.checkpoint import read_checkpoint
 
+    message = f"{OLD_CHECKPOINT} predates the current checkpoint format (written before 2026-12-01"
+    with pytest.raises(ValueError) as raised:
+        read_checkpoint(OLD_CHECKPOINT)
+    assert str(raised.value).startswith(message) and "commit c03881b" in str(raised.value)
+    assert "python -m hts_lightning.checkpoint OLD.ckpt NEW.ckpt" in str(raised.value)
     monkeypatch.chdir(tmp_path)
     assert _fit(f"--ckpt_path={OLD_CHECKPOINT}") == 2
     error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "python -m hts_lightning.checkpoint" in error
+    assert len(error.splitlines()) == 1 and message in error
     assert not (tmp_path / "runs").exists()
-    assert convert([str(OLD_CHECKPOINT), str(tmp_path / "new.ckpt")]) == 0
-    converted = torch.load(tmp_path / "new.ckpt", weights_only=True)
-    assert not needs_migration(converted) and "critic_head.module.weight" in converted["state_dict"]
+    assert main(["evaluate", str(OLD_CHECKPOINT), "--no-mlflow"]) == 2
+    assert message in capsys.readouterr().err

@@ -23,21 +23,18 @@ A fourth (Ray actors across machines, a GPU simulator) is one more class with th
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDictBase
 
 from hts_lightning.collectors._collecting import CollectingWorkers, local_executor
-from hts_lightning.collectors._engine import (
-    CollectionEngine,
-    InlineRunner,
-    PolicyRunner,
-    ThreadRunner,
-)
-from hts_lightning.collectors._layout import Layout
+from hts_lightning.collectors._engine import CollectionEngine, InlineRunner, ThreadRunner
 from hts_lightning.collectors._workers import ProcessExecutor
+
+if TYPE_CHECKING:
+    from hts_lightning.collectors.hts import HTSCollector
 
 
 class Backend(Protocol):
@@ -80,7 +77,6 @@ class MainInference:
             ends[:] = [executor.replica_states(), executor.take_restarts()]
 
         ends = self._ends
-        self._collect = collect
         self._runner = ThreadRunner(collect) if threaded else InlineRunner(collect)
 
     def start(self) -> None:
@@ -108,24 +104,19 @@ class MainInference:
 
 
 def build_backend(
+    collector: HTSCollector,
     *,
-    backend: str,
-    inference: str,
-    layout: Layout,
-    create_env_fns: list,
     seeds: list[int],
     states: list,
-    runner: PolicyRunner,
     buffers: list[TensorDictBase],
     uniforms: list[torch.Tensor | None],
-    inference_batch_size: int,
-    num_workers: int,
-    mp_start_method: str,
-    on_env_error: str,
-    niceness: int,
 ) -> Backend:
-    """The backend of a collector's choices (checked by ``_checks`` before)."""
-    if inference == "workers":
+    """The backend of ``collector``'s choices (checked by ``_checks`` before), filling the
+    batch storages ``buffers`` with the action noise ``uniforms``; the replicas start from
+    ``seeds`` and ``states`` (``None``: reset)."""
+    layout, runner, num_workers = collector._layout, collector._runner_policy, collector.num_workers
+    create_env_fns, native = collector._create_env_fns, collector.backend == "envpool"
+    if collector.inference == "workers":
         for buffer, uniform in zip(buffers, uniforms):
             buffer.share_memory_()
             if uniform is not None:
@@ -139,24 +130,24 @@ def build_backend(
             exploration_type=runner.exploration_type,
             storages=buffers,
             uniforms=uniforms,
-            inference_batch_size=inference_batch_size,
+            inference_batch_size=collector.inference_batch_size,
             num_workers=num_workers,
-            mp_context=mp_context(mp_start_method),
-            on_env_error=on_env_error,
-            niceness=niceness,
-            native_threads=num_workers if backend == "envpool" else None,
+            mp_context=mp_context(collector._mp_start_method),
+            on_env_error=collector.on_env_error,
+            niceness=collector.worker_niceness,
+            native_threads=num_workers if native else None,
         )
     slots = layout.slots(len(create_env_fns))
-    if backend == "envpool" or num_workers == 0:
+    if native or num_workers == 0:
         executor = local_executor(
             create_env_fns=create_env_fns,
             seeds=seeds,
             states=states,
             slots=slots,
             layout=layout,
-            on_env_error=on_env_error,
-            inference_batch_size=inference_batch_size,
-            native_threads=max(1, num_workers) if backend == "envpool" else None,
+            on_env_error=collector.on_env_error,
+            inference_batch_size=collector.inference_batch_size,
+            native_threads=max(1, num_workers) if native else None,
         )
     else:
         slots.share_memory_()
@@ -167,16 +158,17 @@ def build_backend(
             slots=slots,
             root_keys=layout.root_keys,
             action_keys=layout.action_keys,
-            on_env_error=on_env_error,
+            on_env_error=collector.on_env_error,
             num_workers=num_workers,
-            mp_context=mp_context(mp_start_method),
-            niceness=niceness,
+            mp_context=mp_context(collector._mp_start_method),
+            niceness=collector.worker_niceness,
         )
-    engine = layout.engine(
-        executor,
-        runner,
-        slots,
-        inference_batch_size,
+    engine = CollectionEngine(
+        executor=executor,
+        runner=runner,
+        slots=slots,
+        layout=layout,
+        inference_batch_size=collector.inference_batch_size,
         should_stop=getattr(executor, "stopping", None),
     )
     return MainInference(

@@ -16,7 +16,7 @@ import traceback
 import numpy as np
 import torch
 
-from hts_lightning.collectors._engine import PolicyRunner
+from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
 from hts_lightning.collectors._envpool import EnvpoolExecutor
 from hts_lightning.collectors._layout import Layout
 from hts_lightning.collectors._pool import DONE, READY, WorkerPool, receive, report_error, send
@@ -33,7 +33,6 @@ def _collecting_worker(
     states: list,
     policy,
     exploration_type,
-    slots,
     storages: list,
     uniforms: list,
     layout: Layout,
@@ -46,6 +45,7 @@ def _collecting_worker(
 ) -> None:
     # envpool's threads keep the normal policy: only the Python step path was measured.
     prepare_worker_process(niceness, batch_scheduling=not native_threads)
+    slots = layout.slots(len(block))
     # The envpool backend: this worker's pool steps its block of replicas in native_threads
     # threads (one worker process per block that fills whole inference chunks).
     executor = local_executor(
@@ -63,8 +63,13 @@ def _collecting_worker(
         executor.start()
         runner = PolicyRunner(policy, device=torch.device("cpu"), exploration_type=exploration_type)
         stop = stop_flag.numpy()  # read once a step: a numpy read costs a tenth of torch's
-        engine = layout.engine(
-            executor, runner, slots, inference_batch_size, should_stop=lambda: bool(stop[0])
+        engine = CollectionEngine(
+            executor=executor,
+            runner=runner,
+            slots=slots,
+            layout=layout,
+            inference_batch_size=inference_batch_size,
+            should_stop=lambda: bool(stop[0]),
         )
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
@@ -155,35 +160,27 @@ class CollectingWorkers:
         # its envs are closed properly instead of the process being killed mid-batch.
         self._stop_flag = torch.zeros(1, dtype=torch.bool).share_memory_()
 
-        def args_of(worker: int) -> tuple:
-            block = blocks[worker].tolist()
-            return (
-                block,
-                [create_env_fns[i] for i in block],
-                [seeds[i] for i in block],
-                [states[i] for i in block],
-                policy,
-                exploration_type,
-                layout.slots(len(block)),
-                storages,
-                uniforms,
-                layout,
-                inference_batch_size,
-                self._stop_flag,
-                on_env_error,
-                niceness,
-                native_threads,
-            )
-
-        self._args_of = args_of
+        self._replicas = (create_env_fns, seeds, states)
+        self._common = (
+            policy,
+            exploration_type,
+            storages,
+            uniforms,
+            layout,
+            inference_batch_size,
+            self._stop_flag,
+            on_env_error,
+            niceness,
+            native_threads,
+        )
         self._pending: set[int] = set()
         self._end_states: list[list] = [[] for _ in blocks]
         self._restarts: list = []
 
     # The backend calls of the collector (see ``_backends``).
     def start(self, timeout: float = 300.0) -> None:
-        self._pool.start(_collecting_worker, self._args_of, timeout)
-        self._args_of = None  # the start states are used once; not kept alive
+        self._pool.start(_collecting_worker, self._replicas, self._common, timeout)
+        self._replicas = None  # the start states are used once; not kept alive
 
     def start_batch(self, index: int) -> None:
         for worker in range(len(self._pool.blocks)):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from hts_lightning.collectors._sampling import gumbel_argmax, noise_width, sample_from_uniform
 from hts_lightning.models.tensor_chain import TensorChain
+
+if TYPE_CHECKING:
+    from hts_lightning.collectors._layout import Layout
 
 
 def leaf_keys(td: TensorDictBase) -> list:
@@ -218,9 +222,7 @@ class CollectionEngine:
         executor,
         runner: PolicyRunner,
         slots: TensorDictBase,
-        root_keys: list,
-        policy_keys: list,
-        action_keys: list,
+        layout: Layout,
         inference_batch_size: int,
         should_stop: Callable[[], bool] | None = None,
     ):
@@ -228,26 +230,19 @@ class CollectionEngine:
         self.should_stop = should_stop or (lambda: False)
         self.runner = runner
         self.inference_batch_size = inference_batch_size
-        self.root_keys = root_keys
-        self.policy_keys = policy_keys
-        self.action_keys = action_keys
+        self.root_keys = root_keys = layout.root_keys
+        self.policy_keys = layout.policy_keys
+        self.action_keys = action_keys = layout.action_keys
         self.next_keys = leaf_keys(slots["next"])
         # numpy views of the slots, storage and chunk buffers (the same memory): one row's
         # gather or scatter costs a third of torch's advanced indexing, ~20 of them a step.
         self._slot_root = [_numpy(slots["root"].get(k), k) for k in root_keys]
         self._slot_next = [_numpy(slots["next"].get(k), k) for k in self.next_keys]
         self._slot_action = [_numpy(slots["action"].get(k), k) for k in action_keys]
-        size = inference_batch_size
-        chunk_root = [
-            torch.empty((size, *src.shape[1:]), dtype=slots["root"].get(k).dtype)
-            for k, src in zip(root_keys, self._slot_root)
-        ]
+        self._chunk = slots["root"][0].expand(inference_batch_size).clone()
         if runner.device.type == "cuda":  # page-locked: the copies to the GPU do not block
-            chunk_root = [buffer.pin_memory() for buffer in chunk_root]
-        self._chunk_root = [buffer.numpy() for buffer in chunk_root]
-        self._chunk = TensorDict(batch_size=[size])
-        for key, buffer in zip(root_keys, chunk_root):
-            self._chunk.set(key, buffer)
+            self._chunk = self._chunk.pin_memory()
+        self._chunk_root = [self._chunk.get(k).numpy() for k in root_keys]
 
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
@@ -255,7 +250,7 @@ class CollectionEngine:
         num_envs, horizon = out.batch_size
         out_root = [_numpy(out.get(k), k) for k in self.root_keys]
         out_policy = [_numpy(out.get(k), k) for k in self.policy_keys]
-        out_next = [_numpy(out.get(("next", *_as_tuple(k))), k) for k in self.next_keys]
+        out_next = [_numpy(out.get("next").get(k), k) for k in self.next_keys]
         noise = None if uniform is None else uniform.numpy()
         step = np.zeros(num_envs, dtype=np.int64)
         ready = np.arange(num_envs)
@@ -307,10 +302,6 @@ def _numpy(tensor: torch.Tensor, key) -> np.ndarray:
             "numpy has (bfloat16 has none): cast it in the env or the policy, e.g. with a "
             "DTypeCastTransform."
         ) from error
-
-
-def _as_tuple(key) -> tuple:
-    return (key,) if isinstance(key, str) else tuple(key)
 
 
 class InlineRunner:

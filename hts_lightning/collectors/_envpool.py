@@ -66,7 +66,6 @@ class EnvpoolExecutor:
         self._root = {k: _rows(root.get(k).numpy()) for k in _ROOT_KEYS}
         self._next = {k: _rows(next_.get(k).numpy()) for k in _NEXT_KEYS}
         self._action = slots.get(("action", "action")).numpy()
-        self._discrete = None
         self._clip = factory.clip_rewards
         self._returns = np.zeros(self._num_envs, dtype=np.float32)
         self._steps = np.zeros(self._num_envs, dtype=np.int64)
@@ -109,11 +108,6 @@ class EnvpoolExecutor:
         self._calls.send(action, env)
         self._in_flight += replicas.size
 
-    def _send_idle(self) -> None:
-        env = np.concatenate(self._idle_ids)
-        self._idle_ids = []
-        self._calls.send(self._idle_action[: env.size], env)
-
     def wait_ready(self) -> np.ndarray:
         """The replicas whose step (and, at an episode end, reset) finished: those of one
         ``recv`` (an inference chunk at most; fewer where episodes ended or few are in
@@ -133,7 +127,9 @@ class EnvpoolExecutor:
             self._idle_ids.append(np.array(fillers, dtype=np.int32))
             self._fillers_in_flight += short
         if self._idle_ids:
-            self._send_idle()
+            env = np.concatenate(self._idle_ids)
+            self._idle_ids = []
+            self._calls.send(self._idle_action[: env.size], env)
         env, observation, reward, terminated, truncated = self._calls.recv()
         real = env < self._num_envs
         if not real.all():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner, leaf_keys
+from hts_lightning.collectors._engine import PolicyRunner, leaf_keys
 
 
 class Layout:
@@ -39,13 +39,7 @@ class Layout:
             action_keys = list(env.action_keys)
         finally:
             env.close()
-        root_keys = [
-            k
-            for k in leaf_keys(fake)
-            if not (isinstance(k, tuple) and k[0] == "next")
-            and k != "next"
-            and k not in action_keys
-        ]
+        root_keys = leaf_keys(fake.exclude("next", *action_keys))
         probe = fake.select(*root_keys).expand(inference_batch_size).clone()
         width = runner.noise_width(probe)
         acted = runner(probe.clone(), torch.full((probe.shape[0], width), 0.5))
@@ -56,21 +50,6 @@ class Layout:
             )
         return cls(fake, acted[0], root_keys, action_keys, width)
 
-    def engine(
-        self, executor, runner: PolicyRunner, slots, inference_batch_size: int, should_stop=None
-    ) -> CollectionEngine:
-        """The collection engine over ``executor``'s replicas, with this layout's keys."""
-        return CollectionEngine(
-            executor=executor,
-            runner=runner,
-            slots=slots,
-            root_keys=self.root_keys,
-            policy_keys=self.policy_keys,
-            action_keys=self.action_keys,
-            inference_batch_size=inference_batch_size,
-            should_stop=should_stop,
-        )
-
     def slots(self, num_envs: int) -> TensorDictBase:
         return TensorDict(
             root=self.fake.select(*self.root_keys).expand(num_envs).clone(),
@@ -80,9 +59,7 @@ class Layout:
         )
 
     def storage(self, num_envs: int, sync_interval: int) -> TensorDictBase:
-        row = TensorDict()
-        for key in self.root_keys:
-            row.set(key, self.fake.get(key))
+        row = self.fake.select(*self.root_keys)
         for key in self.policy_keys:
             source = self.fake if key in self.action_keys else self.acted
             row.set(key, torch.zeros_like(source.get(key)))

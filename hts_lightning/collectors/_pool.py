@@ -80,13 +80,16 @@ class WorkerPool:
         self._processes = []
         self._conns = []
 
-    def start(self, target: Callable, args_of: Callable[[int], tuple], timeout: float) -> None:
-        """Start every worker as ``target(*args_of(w), conn)`` and wait for each one's READY."""
-        for worker in range(len(self.blocks)):
+    def start(self, target: Callable, per_replica: tuple, common: tuple, timeout: float) -> None:
+        """Start every worker as ``target(block, *its entries of each list in per_replica,
+        *common, conn)``, ``block`` being its replicas, and wait for each one's READY."""
+        for worker, block in enumerate(self.blocks):
+            block = block.tolist()
+            mine = [[entries[i] for i in block] for entries in per_replica]
             parent, child = self._context.Pipe(duplex=True)
             process = self._context.Process(
                 target=target,
-                args=(*args_of(worker), child),
+                args=(block, *mine, *common, child),
                 daemon=True,
                 name=f"hts-worker-{worker}",
             )

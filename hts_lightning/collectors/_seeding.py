@@ -12,22 +12,22 @@ def replica_seeds(seed: int, replicas: range) -> list[tuple[int, int]]:
     of replicas (one rank of many) gets exactly the seeds those replicas would have had in one
     process holding them all.
     """
-    seeds = []
-    for replica in replicas:
-        state = np.random.SeedSequence(seed, spawn_key=(replica,)).generate_state(2)
-        seeds.append((int(state[0]) & 0x7FFFFFFF, int(state[1])))
-    return seeds
+    states = [_state(seed, (replica,), 2) for replica in replicas]
+    return [(int(env) & 0x7FFFFFFF, int(noise)) for env, noise in states]
 
 
 def resume_seed(seed: int, replica: int, batch: int) -> int:
     """A fresh env seed for a replica restarted at ``batch`` of a resumed run (for envs that
     cannot save their state): a function of the seed, the global replica index and the batch."""
-    state = np.random.SeedSequence(seed, spawn_key=(replica, batch + 1)).generate_state(1)
-    return int(state[0]) & 0x7FFFFFFF
+    return int(_state(seed, (replica, batch + 1), 1)[0]) & 0x7FFFFFFF
 
 
 def restart_seed(env_seed: int, restart: int) -> int:
     """The env seed of a replica's ``restart``-th re-creation after an env error (with
     ``on_env_error="restart"``): a function of its own seed and the restart count."""
-    state = np.random.SeedSequence(env_seed, spawn_key=(restart,)).generate_state(1)
-    return int(state[0]) & 0x7FFFFFFF
+    return int(_state(env_seed, (restart,), 1)[0]) & 0x7FFFFFFF
+
+
+def _state(entropy: int, key: tuple, words: int) -> np.ndarray:
+    """``words`` 32-bit words of numpy's ``SeedSequence`` of ``entropy`` at ``key``."""
+    return np.random.SeedSequence(entropy, spawn_key=key).generate_state(words)

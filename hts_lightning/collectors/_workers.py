@@ -71,17 +71,15 @@ class _ReplicaStepper:
         # numpy views of the slots' tensors (the same memory), read and written row by row: a
         # step builds no TensorDict views, and a numpy row copy costs a fraction of torch's
         # indexed assignment (~15 of them a step).
-        self._slot_root = [_numpy_view(slots, "root", k) for k in self._root_keys]
-        self._slot_next = [_numpy_view(slots, "next", k) for k in self._next_keys]
-        self._slot_action = [_numpy_view(slots, "action", k) for k in self._action_keys]
-        self._stepped_next = [("next", *_as_tuple(k)) for k in self._next_keys]
+        self._slot_root = [_numpy(slots["root"].get(k), k) for k in self._root_keys]
+        self._slot_next = [_numpy(slots["next"].get(k), k) for k in self._next_keys]
+        self._slot_action = [_numpy(slots["action"].get(k), k) for k in self._action_keys]
         self._on_env_error = on_env_error
         self.envs: dict[int, EnvBase] = {}
         self._factories: dict[int, tuple[Callable[[], EnvBase], int]] = {}
         self._restart_counts: dict[int, int] = {}
         self.restarts: list[Restart] = []
         self._roots: dict[int, TensorDictBase] = {}
-        self._slot_views: dict[int, TensorDictBase] = {}
         self.current_replica = -1
 
     def add(
@@ -98,7 +96,6 @@ class _ReplicaStepper:
         self.envs[replica] = env
         self._factories[replica] = (create_env_fn, seed)
         env.set_seed(seed)
-        self._slot_views[replica] = self._slots[replica]
         if state is None:
             self._publish_root(replica, env.reset())
         else:
@@ -129,8 +126,9 @@ class _ReplicaStepper:
                 raise
             self._restart(replica, traceback.format_exc())
             return
-        for key, slot in zip(self._stepped_next, self._slot_next):
-            slot[replica] = stepped.get(key).numpy()
+        step = stepped.get("next")
+        for key, slot in zip(self._next_keys, self._slot_next):
+            slot[replica] = step.get(key).numpy()
         self._publish_root(replica, root)
 
     def _restart(self, replica: int, env_traceback: str) -> None:
@@ -144,7 +142,7 @@ class _ReplicaStepper:
         self.restarts.append((replica, env_traceback))
         root = self._roots[replica]
         root_keys = set(root.keys(True, True))
-        slot = self._slot_views[replica]["next"]
+        slot = self._slots[replica]["next"]
         for key in self._next_keys:
             value, name = slot.get(key), key[-1] if isinstance(key, tuple) else key
             if name in ("done", "truncated"):
@@ -166,7 +164,7 @@ class _ReplicaStepper:
         restarts, self.restarts = self.restarts, []
         return restarts
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:  # the executors' call; nothing to wait for
         for env in self.envs.values():
             with contextlib.suppress(Exception):  # best effort: the process is going away
                 env.close()
@@ -190,9 +188,10 @@ def prepare_worker_process(niceness: int, *, batch_scheduling: bool = True) -> N
 
 
 def _stepping_worker(
-    create_env_fns: dict[int, Callable[[], EnvBase]],
-    seeds: dict[int, int],
-    states: dict[int, ReplicaState | None],
+    block: list[int],
+    create_env_fns: list[Callable[[], EnvBase]],
+    seeds: list[int],
+    states: list[ReplicaState | None],
     slots: TensorDictBase,
     root_keys: list[NestedKey],
     action_keys: list[NestedKey],
@@ -203,8 +202,8 @@ def _stepping_worker(
     prepare_worker_process(niceness)
     stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
     try:
-        for replica, create_env_fn in create_env_fns.items():
-            stepper.add(replica, create_env_fn, seeds[replica], states[replica])
+        for replica, create_env_fn, seed, state in zip(block, create_env_fns, seeds, states):
+            stepper.add(replica, create_env_fn, seed, state)
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
             if message == STATES:
@@ -222,34 +221,27 @@ def _stepping_worker(
         conn.close()
 
 
-class InlineExecutor:
+class InlineExecutor(_ReplicaStepper):
     """Steps every replica in the calling process, in the order asked: the serial mode."""
 
     def __init__(
         self, *, create_env_fns, seeds, states, slots, root_keys, action_keys, on_env_error="raise"
     ):
-        self._create_env_fns = create_env_fns
-        self._seeds = seeds
-        self._states = states
-        self._stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
+        super().__init__(slots, root_keys, action_keys, on_env_error)
+        self._starts = list(zip(create_env_fns, seeds, states))
         self._queue: list[int] = []
 
     def start(self) -> None:
-        starts = zip(self._create_env_fns, self._seeds, self._states)
-        for replica, (create_env_fn, seed, state) in enumerate(starts):
+        for replica, (create_env_fn, seed, state) in enumerate(self._starts):
             try:
-                self._stepper.add(replica, create_env_fn, seed, state)
+                self.add(replica, create_env_fn, seed, state)
             except Exception as error:
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
-        self._states = None  # used once; not kept alive
+        self._starts = None  # the states are used once; not kept alive
 
     def replica_states(self) -> list[ReplicaState]:
         """Every replica's state; call between batches."""
-        return [self._stepper.state(r) for r in range(len(self._create_env_fns))]
-
-    def take_restarts(self) -> list[Restart]:
-        """The replicas restarted after an env error since the last call."""
-        return self._stepper.take_restarts()
+        return [self.state(r) for r in sorted(self.envs)]
 
     def send(self, replicas: np.ndarray) -> None:
         self._queue.extend(replicas.tolist())
@@ -258,16 +250,13 @@ class InlineExecutor:
         stepped, self._queue = self._queue, []
         for replica in stepped:
             try:
-                self._stepper.step(replica)
+                self.step(replica)
             except Exception as error:
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
         return np.asarray(stepped, dtype=np.int64)
 
     def stop_workers(self, timeout: float = 5.0) -> None:
         return None
-
-    def close(self, timeout: float = 5.0) -> None:
-        self._stepper.close()
 
 
 class ProcessExecutor:
@@ -290,22 +279,13 @@ class ProcessExecutor:
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
         self._pool = WorkerPool(blocks, mp_context)
-        self._args = (create_env_fns, seeds, states, slots, list(root_keys), list(action_keys))
-        self._settings = (on_env_error, niceness)
+        self._replicas = (create_env_fns, seeds, states)
+        self._common = (slots, list(root_keys), list(action_keys), on_env_error, niceness)
         self._restarts: list[Restart] = []
 
     def start(self, timeout: float = 300.0) -> None:
-        create_env_fns, seeds, states, slots, root_keys, action_keys = self._args
-
-        def args_of(worker: int) -> tuple:
-            block = self._pool.blocks[worker].tolist()
-            fns = {i: create_env_fns[i] for i in block}
-            block_states = {i: states[i] for i in block}
-            block_seeds = {i: seeds[i] for i in block}
-            return fns, block_seeds, block_states, slots, root_keys, action_keys, *self._settings
-
-        self._pool.start(_stepping_worker, args_of, timeout)
-        self._args = None  # the states are used once; not kept alive
+        self._pool.start(_stepping_worker, self._replicas, self._common, timeout)
+        self._replicas = None  # the states are used once; not kept alive
 
     def replica_states(self) -> list[ReplicaState]:
         """Every replica's state, asked of the workers; call between batches (no step is
@@ -339,12 +319,3 @@ class ProcessExecutor:
 
     def close(self, timeout: float = 5.0) -> None:
         self._pool.close(timeout)
-
-
-def _as_tuple(key) -> tuple:
-    return (key,) if isinstance(key, str) else tuple(key)
-
-
-def _numpy_view(slots: TensorDictBase, group: str, key) -> np.ndarray:
-    """A numpy view of one slot tensor (a clear error for a dtype numpy lacks)."""
-    return _numpy(slots.get((group, *_as_tuple(key))), key)

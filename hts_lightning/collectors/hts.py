@@ -540,20 +540,7 @@ class HTSCollector(BaseCollector):
             for _ in range(2)
         ]
         backend = build_backend(
-            backend=self.backend,
-            inference=self.inference,
-            layout=layout,
-            create_env_fns=self._create_env_fns,
-            seeds=env_seeds,
-            states=start_states,
-            runner=self._runner_policy,
-            buffers=buffers,
-            uniforms=uniforms,
-            inference_batch_size=self.inference_batch_size,
-            num_workers=self.num_workers,
-            mp_start_method=self._mp_start_method,
-            on_env_error=self.on_env_error,
-            niceness=self.worker_niceness,
+            self, seeds=env_seeds, states=start_states, buffers=buffers, uniforms=uniforms
         )
         try:
             backend.start()

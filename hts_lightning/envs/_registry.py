@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.util
 from pathlib import Path
 
 import gymnasium as gym
-
-
-def _registered_ids() -> list[str]:
-    try:
-        import ale_py
-
-        gym.register_envs(ale_py)
-    except ImportError:  # pragma: no cover - ale-py is a core dependency
-        pass
-    return sorted(gym.registry.keys())
 
 
 def did_you_mean(name: str, known: list[str], *, cutoff: float = 0.5, prefix: str = "") -> str:
@@ -27,7 +18,11 @@ def did_you_mean(name: str, known: list[str], *, cutoff: float = 0.5, prefix: st
 
 def check_env_id(env_id: str) -> None:
     """Raise a ValueError naming an unknown gymnasium id and the closest registered ones."""
-    ids = _registered_ids()
+    with contextlib.suppress(ImportError):  # pragma: no cover - ale-py is a core dependency
+        import ale_py
+
+        gym.register_envs(ale_py)
+    ids = sorted(gym.registry.keys())
     if env_id not in ids:
         raise ValueError(f"Unknown environment id {env_id!r}.{did_you_mean(env_id, ids)}")
 

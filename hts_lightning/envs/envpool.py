@@ -60,11 +60,6 @@ def envpool_available() -> bool:
     return importlib.util.find_spec("envpool") is not None
 
 
-def _check_installed() -> None:
-    if not envpool_available():
-        raise MissingDependencyError(f"env_backend 'envpool' needs envpool. {ENVPOOL_INSTALL}")
-
-
 def _task_id(env_id: str) -> str:
     """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic ids are the same.
     Only envpool's Atari and classic-control families are served (the keys and preprocessing
@@ -150,14 +145,17 @@ class EnvpoolReplica(EnvBase):
         self._done = False
         probe = factory.make_pool(seeds=[seed], num_threads=1)
         self.observation_spec = Composite(observation=_box_spec(probe.observation_space))
-        self.action_spec = _action_spec(probe.action_space)
+        space = probe.action_space
+        self._discrete = hasattr(space, "n")
+        self.action_spec = (
+            OneHot(int(space.n), dtype=torch.int64) if self._discrete else _box_spec(space)
+        )
         self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
         self.full_done_spec = Composite(
             done=Categorical(2, shape=(1,), dtype=torch.bool),
             terminated=Categorical(2, shape=(1,), dtype=torch.bool),
             truncated=Categorical(2, shape=(1,), dtype=torch.bool),
         )
-        self._discrete = isinstance(self.action_spec, OneHot)
         self._action_dtype = probe.spec.action_array_spec["action"].dtype
         del probe
 
@@ -182,13 +180,7 @@ class EnvpoolReplica(EnvBase):
         else:
             observation, _ = self._pool.reset()
         self._done = False
-        false = torch.zeros(1, dtype=torch.bool)
-        return TensorDict(
-            observation=torch.as_tensor(observation[0]),
-            done=false,
-            terminated=false.clone(),
-            truncated=false.clone(),
-        )
+        return TensorDict(observation=torch.as_tensor(observation[0]), **self.full_done_spec.zero())
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
@@ -220,12 +212,6 @@ def _box_spec(space) -> Bounded:
     )
 
 
-def _action_spec(space):
-    if hasattr(space, "n"):
-        return OneHot(int(space.n), dtype=torch.int64)
-    return _box_spec(space)
-
-
 def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
     """The envpool version of ``env_factory(env_id, **env_kwargs)``, checked now.
 
@@ -238,7 +224,8 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
         >>> make().action_spec.shape
         torch.Size([2])
     """
-    _check_installed()
+    if not envpool_available():
+        raise MissingDependencyError(f"env_backend 'envpool' needs envpool. {ENVPOOL_INSTALL}")
     task_id = _task_id(env_id)
     if not env_id.startswith("ALE/"):
         if env_kwargs:

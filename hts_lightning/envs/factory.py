@@ -18,13 +18,11 @@ from hts_lightning.envs.testing import CountingEnv
 
 __all__ = ["env_factory"]
 
-LATENCY_ENV_ID = "VariableLatency"
-COUNTING_ENV_ID = "Counting"
 FOOTBALL_PREFIX = "GFootball/"
 
 
 # The package's own envs (CountingEnv for tests and fault drills), by id.
-_OWN_ENVS = {LATENCY_ENV_ID: VariableLatencyEnv, COUNTING_ENV_ID: CountingEnv}
+_OWN_ENVS = {"VariableLatency": VariableLatencyEnv, "Counting": CountingEnv}
 
 
 def make_own_env(env_class: type[EnvBase], **env_kwargs) -> TransformedEnv:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import warnings
 
 import gymnasium
@@ -57,10 +55,7 @@ class _GymnasiumFootball(gymnasium.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, scenario, *, representation, stacked, rewards, players, channels_first):
-        with contextlib.redirect_stderr(io.StringIO()):
-            # gym 0.25 prints a notice that it is unmaintained on import, in every worker
-            # process; gfootball needs that gym, and the notice is not the user's to act on.
-            import gym  # noqa: F401
+        # gfootball imports gym 0.25, already imported without its banner (envs._quiet_gym).
         from gfootball import env as football
 
         with warnings.catch_warnings():  # gym 0.25's notice about its old step API

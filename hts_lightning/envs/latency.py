@@ -103,12 +103,7 @@ class VariableLatencyEnv(EnvBase):
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         self._t = 0
-        return TensorDict(
-            observation=self._draw_observation(),
-            done=torch.zeros(1, dtype=torch.bool),
-            terminated=torch.zeros(1, dtype=torch.bool),
-            truncated=torch.zeros(1, dtype=torch.bool),
-        )
+        return TensorDict(observation=self._draw_observation(), **self.full_done_spec.zero())
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         delay = self.sample_delay()

@@ -61,12 +61,7 @@ class CountingEnv(EnvBase):
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         self._count = 0
-        return TensorDict(
-            observation=torch.zeros(1),
-            done=torch.zeros(1, dtype=torch.bool),
-            terminated=torch.zeros(1, dtype=torch.bool),
-            truncated=torch.zeros(1, dtype=torch.bool),
-        )
+        return TensorDict(observation=torch.zeros(1), **self.full_done_spec.zero())
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         if self.max_delay > 0:

@@ -321,11 +321,6 @@ class KFAC(torch.optim.Optimizer):
         kfac = _map_kfac_state(kfac, place)
         self.factors, self._eigen, self._steps = kfac["factors"], kfac["eigen"], int(kfac["steps"])
 
-    def _refresh_inverses(self) -> None:
-        for name, factors in self.factors.items():
-            if "A" in factors and "G" in factors:
-                self._eigen[name] = (eigen(factors["A"]), eigen(factors["G"]))
-
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
@@ -333,7 +328,9 @@ class KFAC(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         if self._steps % self.inv_update_interval == 0 or not self._eigen:
-            self._refresh_inverses()
+            for name, factors in self.factors.items():
+                if "A" in factors and "G" in factors:
+                    self._eigen[name] = (eigen(factors["A"]), eigen(factors["G"]))
         self._steps += 1
         updates: dict[torch.Tensor, torch.Tensor] = {}
         pairs = []

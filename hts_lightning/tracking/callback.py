@@ -46,10 +46,7 @@ def git_commit() -> str | None:
 
 
 def _mlflow_logger(trainer: Trainer) -> MLFlowLogger | None:
-    for logger in trainer.loggers:
-        if isinstance(logger, MLFlowLogger):
-            return logger
-    return None
+    return next((lg for lg in trainer.loggers if isinstance(lg, MLFlowLogger)), None)
 
 
 class MLflowTracking(Callback):
