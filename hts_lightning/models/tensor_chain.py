@@ -96,7 +96,9 @@ class TensorChain:
         params = {name: values[key] for name, key in self._dist_keys}
         return self._distribution(**params, **self._kwargs)
 
-    def one_hot(self, values: dict, choose: Callable[[torch.Tensor], torch.Tensor]):
+    def one_hot(
+        self, values: dict, choose: Callable[[torch.Tensor], torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """The categorical head's terms without building the distribution, or ``None`` where
         the head is not TorchRL's ``OneHotCategorical`` of more than one logit (then use
         :meth:`dist`).
