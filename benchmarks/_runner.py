@@ -155,7 +155,7 @@ class Recorder(Callback):
             return
         self.end, self.frames = now, module.frames
         self.timed += 1
-        metrics = trainer.callback_metrics
+        metrics = module.last_metrics
         self.update_s += float(metrics.get("time/update", 0.0))
         self.wait_s += float(metrics.get("time/wait_for_batch", 0.0))
         lag = metrics.get("perf/policy_lag")

@@ -120,11 +120,14 @@ class PolicyRunner:
                 return self.policy(td.copy())
         if self._chain is not None:
             values = self._chain.values(td)
-            logits = values.get(self._chain.one_hot_logits)
-            if logits is not None and logits.shape[-1] > 1:
-                sampled = self._sample_one_hot(logits, uniform)
-            else:
+            one_hot = self._chain.one_hot(values, choose=lambda p: gumbel_argmax(p, uniform))
+            if one_hot is None:
                 sampled = self._sample(self._chain.dist(values), uniform)
+            else:  # TorchRL's OneHotCategorical's sample and log_prob, without building it
+                log_probs, index, log_prob = one_hot
+                sampled = {self.sample_key: torch.nn.functional.one_hot(index, log_probs.shape[-1])}
+                if self.log_prob_key is not None:
+                    sampled[self.log_prob_key] = log_prob
             return TensorDict({**values, **sampled}, batch_size=td.batch_size)
         td = td.copy()  # the policy adds its keys to a shallow copy
         dist = self.policy.get_dist(td)
@@ -135,18 +138,6 @@ class PolicyRunner:
         if self.log_prob_key is None:
             return {self.sample_key: action}
         return {self.sample_key: action, self.log_prob_key: dist.log_prob(action)}
-
-    def _sample_one_hot(self, logits: torch.Tensor, uniform: torch.Tensor) -> dict:
-        """:meth:`_sample` of TorchRL's ``OneHotCategorical(logits)`` by its operations, without
-        building it (its construction and log_prob's dispatch: 20-30 us of a CartPole chunk's
-        200-340)."""
-        logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # the distribution's logits
-        index = gumbel_argmax(logits, uniform)
-        action = torch.nn.functional.one_hot(index, logits.shape[-1])
-        if self.log_prob_key is None:
-            return {self.sample_key: action}
-        log_prob = logits.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-        return {self.sample_key: action, self.log_prob_key: log_prob}
 
 
 def _refuse_nan(acted: TensorDictBase, keys: list) -> None:

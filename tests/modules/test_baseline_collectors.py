@@ -42,7 +42,7 @@ def test_trainer_runs_with_torchrl_baseline_collector(kind, cls):
     assert batches.shapes == [32, 32, 32]
     assert all("policy_version" not in keys for keys in batches.keys)
     assert any(not torch.equal(b, p) for b, p in zip(before, module.parameters()))
-    assert "perf/policy_lag" not in module.trainer.callback_metrics
+    assert "perf/policy_lag" not in module.last_metrics
 
 
 def test_run_bounded_by_max_steps_keeps_lag_one():
@@ -55,7 +55,7 @@ def test_run_bounded_by_max_steps_keeps_lag_one():
 
     class _Lag(Callback):
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-            lags.append(float(trainer.callback_metrics["perf/policy_lag"]))
+            lags.append(module.last_metrics["perf/policy_lag"])
 
     quiet_trainer(_Lag(), max_epochs=None, max_steps=8).fit(module)
     assert module.updates == 4 and module.global_step == 8

@@ -14,7 +14,7 @@ class _Lags(Callback):
         self.lags = []
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        self.lags.append(float(trainer.callback_metrics["perf/policy_lag"]))
+        self.lags.append(module.last_metrics["perf/policy_lag"])
 
 
 def test_a_second_fit_continues_with_the_trained_weights_and_lag_one():

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+from lightning import Callback
+from lightning.pytorch.callbacks import ModelCheckpoint
+
 from hts_lightning import PPO
 from hts_lightning.tracking import MLflowLogger
 from tests.conftest import quiet_trainer
@@ -38,7 +44,60 @@ def test_every_update_is_logged_with_its_frame_count_as_step(tmp_path):
     returns = history("rollout/return_last_20")
     assert len(returns) >= 6 and [s for s, _ in returns] == steps[-len(returns) :]
     assert all(8.0 <= value <= 200.0 for _, value in returns)
-    # Lightning's callback metrics hold the rollout, perf and time metrics, not train/.
+    # Every metric of the last update stays on the module, as the logger got it.
+    last = {name: history(name)[-1] for name in module.last_metrics}
+    assert len(last) == 17 and module.last_metrics["perf/policy_lag"] == 1.0
+    assert {name: value for name, (_, value) in last.items()} == module.last_metrics
+    assert {step for step, _ in last.values()} == {512}
+    # Lightning's callback metrics hold the returns, frames and fps; the bar shows three.
     metrics = trainer.callback_metrics
-    assert float(metrics["perf/frames"]) == 512.0 and float(metrics["perf/policy_lag"]) == 1.0
-    assert not any(key.startswith("train/") for key in metrics)
+    assert sorted(metrics) == [
+        "perf/fps",
+        "perf/frames",
+        "rollout/episode_length",
+        "rollout/episode_return",
+        "rollout/return_last_20",
+    ]
+    for key, value in metrics.items():  # Lightning keeps them as float32 tensors
+        assert float(value) == pytest.approx(module.last_metrics[key], rel=1e-6), key
+    assert sorted(trainer.progress_bar_metrics) == [
+        "perf/fps",
+        "perf/frames",
+        "rollout/return_last_20",
+    ]
+
+
+def test_a_checkpoint_monitor_on_the_recent_return_keeps_the_best_update(tmp_path):
+    """ModelCheckpoint(monitor="rollout/return_last_20") checks after every update and keeps
+    the update whose recent return was the highest."""
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=4,
+        num_workers=0,
+        sync_interval=16,
+        total_frames=8 * 64,
+        epochs=1,
+        minibatches=2,
+    )
+
+    class _Returns(Callback):
+        returns: list[float] = []
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            self.returns.append(module.last_metrics.get("rollout/return_last_20", float("nan")))
+
+    best = ModelCheckpoint(
+        dirpath=tmp_path,
+        monitor="rollout/return_last_20",
+        mode="max",
+        every_n_train_steps=2,  # PPO's two optimizer steps: one update
+        save_top_k=1,
+    )
+    returns = _Returns()
+    trainer = quiet_trainer(returns, best, enable_checkpointing=True)
+    trainer.fit(module)
+    seen = [r for r in returns.returns if r == r]
+    assert len(seen) >= 6
+    assert float(best.best_model_score) == max(seen)
+    update = returns.returns.index(max(seen)) + 1
+    assert Path(best.best_model_path).name == f"epoch=0-step={2 * update}.ckpt"

@@ -95,8 +95,9 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
 
 @pytest.mark.parametrize("shared_trunk", [True, False])
 def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
-    """The loss's forward on tensors (our networks' layers called directly) gives the losses
-    and gradients of TensorDict's get_dist and ClipPPOLoss.loss_critic, bit for bit."""
+    """The loss's forward on tensors (our networks' layers called directly, the categorical
+    terms from one log_softmax) gives the losses and gradients of TensorDict's get_dist and
+    ClipPPOLoss.loss_critic, to float rounding."""
     module = PPO(
         env_id="CartPole-v1",
         num_envs=4,
@@ -131,7 +132,10 @@ def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
     slow, slow_grads = losses_and_grads()
     loss._tensor_path = tensor_path
     assert float(fast["clip_fraction"]) > 0
-    for key in ("loss_objective", "loss_critic", "loss_entropy", "clip_fraction", "kl_approx"):
-        assert torch.equal(fast[key], slow[key]), key
-    assert all(torch.equal(f, s) for f, s in zip(fast_grads, slow_grads))
+    assert torch.equal(fast["clip_fraction"], slow["clip_fraction"])
+    assert torch.equal(fast["loss_critic"], slow["loss_critic"])  # the same layers and sum
+    for key in ("loss_objective", "loss_entropy", "kl_approx"):
+        torch.testing.assert_close(fast[key], slow[key], rtol=1e-6, atol=1e-7, msg=key)
+    for got, expected in zip(fast_grads, slow_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
     assert any(float(g.abs().sum()) > 0 for g in fast_grads)
