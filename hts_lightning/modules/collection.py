@@ -36,7 +36,9 @@ class CollectionBinding:
     Every wait for a batch is bounded by ``batch_timeout`` seconds (``None``: unbounded): past
     it, :class:`~hts_lightning.collectors.BatchTimeoutError` names the collector and the batch
     it was collecting. A stop signal during the wait ends the run at once (see
-    :class:`~hts_lightning.callbacks.StopOnSignal`).
+    :class:`~hts_lightning.callbacks.StopOnSignal`). ``learner_threads`` (``None``: the
+    collector's rule) sets the learner's torch threads; ``learner_takes_every_core`` makes the
+    default every core (under DDP, the rank's share of the machine) instead.
 
     Example:
         >>> from hts_lightning.envs import env_factory
@@ -67,6 +69,7 @@ class CollectionBinding:
         on_env_error: OnEnvError = "raise",
         batch_timeout: float | None = 600.0,
         learner_threads: int | None = None,
+        learner_takes_every_core: bool = False,
         worker_niceness: int = 0,
     ):
         check_thread_count(learner_threads, "learner_threads", "the collector's rule")
@@ -78,6 +81,7 @@ class CollectionBinding:
         self.kind = kind
         self.num_workers = num_workers
         self.batch_timeout = batch_timeout
+        self.learner_takes_every_core = learner_takes_every_core
         self._make = dict(
             create_env_fn=create_env,
             policy=policy,
@@ -121,11 +125,14 @@ class CollectionBinding:
         self._version_offset = updates
         self._final_state = None
         make = self._make
-        if make["num_threads"] is None and ranks_here > 1:
-            # Each rank's learner gets its share of the cores less one for its collection:
-            # every rank taking the collector's cores - 1 oversubscribed the machine.
-            share = len(os.sched_getaffinity(0)) // ranks_here
-            make = {**make, "num_threads": max(1, share - 1)}
+        if make["num_threads"] is None and (ranks_here > 1 or self.learner_takes_every_core):
+            # Each rank's learner gets its share of the cores, less one for its collection
+            # unless it takes every core: every rank taking the collector's cores - 1
+            # oversubscribed the machine.
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+            share = (cores or os.cpu_count() or 1) // ranks_here
+            spare = 0 if self.learner_takes_every_core else 1
+            make = {**make, "num_threads": max(1, share - spare)}
         self.collector = make_collector(
             self.kind,
             num_envs=local,

@@ -32,7 +32,7 @@ from hts_lightning.choices import (
 )
 from hts_lightning.collectors.baselines import check_hts_options
 from hts_lightning.envs import env_factory
-from hts_lightning.models import make_actor_critic
+from hts_lightning.models import NatureCNN, make_actor_critic
 from hts_lightning.modules.behaviour import BehaviourParameters
 from hts_lightning.modules.collection import CollectionBinding
 from hts_lightning.modules.lightning_steps import LightningSteps
@@ -121,10 +121,12 @@ class OnPolicyModule(LightningModule):
             the collector (``None``: no bound). The default, 10 minutes, is far above a batch
             of the recipes here; raise it for envs slower than that.
         learner_threads: torch threads of the learner's process once collection starts
-            (``None``: the collector's rule; the HTSCollector's leaves one core to collection,
-            whatever ``num_workers`` is, so runs stay bitwise equal across worker counts;
-            under DDP, ranks on one machine split its cores and each learner takes its share
-            less one). A CPU learner's results depend on its thread count: keep it fixed
+            (``None``: a convolutional network (pixel observations) takes every core, since
+            its update is the critical path; otherwise the collector's rule, which for the
+            HTSCollector leaves one core to collection. Neither follows ``num_workers``, so
+            runs stay bitwise equal across worker counts. Under DDP, ranks on one machine
+            split its cores and each learner takes its share, less one unless
+            convolutional). A CPU learner's results depend on its thread count: keep it fixed
             across runs that are compared bitwise, on machines of other core counts too.
         worker_niceness: the HTSCollector's: added to its worker processes' niceness (0-19);
             above 0 the learner comes first and takes every core (see ``learner_threads``).
@@ -207,6 +209,10 @@ class OnPolicyModule(LightningModule):
             on_env_error=on_env_error,
             batch_timeout=batch_timeout,
             learner_threads=learner_threads,
+            # Pong and football PPO trained 1.34x and 1.4-1.55x faster end to end with every
+            # core on an idle 2-core machine (benchmarks/RESULTS.md); an MLP's small ops beside
+            # busy workers ran ~10x slower that way.
+            learner_takes_every_core=any(isinstance(m, NatureCNN) for m in self.model.modules()),
             worker_niceness=worker_niceness,
         )
         self.automatic_optimization = False

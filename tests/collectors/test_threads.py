@@ -1,5 +1,6 @@
-"""The learner's process leaves collection a core, whatever the worker count; workers run at the
-priority asked for (the caller's by default), under Linux's batch scheduling policy."""
+"""The learner's process leaves collection a core (a convolutional learner takes every core),
+whatever the worker count; workers run at the priority asked for (the caller's by default),
+under Linux's batch scheduling policy."""
 
 from __future__ import annotations
 
@@ -166,9 +167,15 @@ def test_worker_niceness_is_refused_for_torchrls_collectors():
         PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, collector="sync", worker_niceness=5)
 
 
-def test_ddp_ranks_on_one_machine_split_its_cores_between_their_learners(monkeypatch):
+@pytest.mark.parametrize(
+    ("takes_every_core", "expected"), [(False, [3, 7]), (True, [4, 8])], ids=["mlp", "cnn"]
+)
+def test_ddp_ranks_on_one_machine_split_its_cores_between_their_learners(
+    monkeypatch, takes_every_core, expected
+):
     """Two ranks on a machine of 8 cores: each learner takes 3 threads (its 4 less one for its
-    collection), not the 7 each that oversubscribed the machine twice; one rank keeps 7."""
+    collection), not the 7 each that oversubscribed the machine twice; one rank keeps 7. A
+    learner that takes every core (a CNN's) gets its whole share: 4 and 8."""
     before = torch.get_num_threads()
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     seen = []
@@ -182,6 +189,7 @@ def test_ddp_ranks_on_one_machine_split_its_cores_between_their_learners(monkeyp
                 num_workers=1,
                 sync_interval=4,
                 seed=0,
+                learner_takes_every_core=takes_every_core,
             )
             loader = binding.start(
                 batches=1, updates=0, world_size=2, rank=0, ranks_here=ranks_here
@@ -191,4 +199,35 @@ def test_ddp_ranks_on_one_machine_split_its_cores_between_their_learners(monkeyp
             binding.shutdown()
     finally:
         torch.set_num_threads(before)
-    assert seen == [3, 7]
+    assert seen == expected
+
+
+@pytest.mark.parametrize(
+    ("env_id", "takes_every_core"), [("ALE/Pong-v5", True), ("CartPole-v1", False)]
+)
+def test_a_convolutional_learner_takes_every_core_and_an_mlp_leaves_one(
+    monkeypatch, env_id, takes_every_core
+):
+    """Pixels get the Nature CNN, whose update is the critical path: it takes all 8 reported
+    cores; an MLP leaves one to collection. An explicit learner_threads still wins."""
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    seen = []
+    try:
+        for learner_threads in (None, 2):
+            threads = _Threads()
+            module = PPO(
+                env_id=env_id,
+                num_envs=2,
+                num_workers=1,
+                sync_interval=4,
+                total_frames=2 * 4,
+                epochs=1,
+                minibatches=1,
+                learner_threads=learner_threads,
+            )
+            quiet_trainer(threads).fit(module)
+            seen.append(threads.seen)
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [[8 if takes_every_core else 7], [2]]
