@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
 from collections.abc import Callable
 
@@ -79,6 +80,12 @@ def check_sizes(num_envs, num_workers, frames_per_batch, sync_interval) -> int:
             f"For example frames_per_batch={num_envs * max(sync_interval, 1)}."
         )
     return sync_interval
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the OS reports one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return cores or os.cpu_count() or 1
 
 
 def check_thread_count(value, name: str, fallback: str) -> int | None:

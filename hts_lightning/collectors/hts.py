@@ -6,7 +6,6 @@ import copy
 import itertools
 import logging
 import math
-import os
 import pickle
 import weakref
 from collections import OrderedDict
@@ -23,6 +22,7 @@ from torchrl.envs.utils import ExplorationType
 from hts_lightning.choices import Backend, InferenceMode, OnEnvError
 from hts_lightning.collectors._backends import build_backend
 from hts_lightning.collectors._checks import (
+    available_cores,
     check_backend,
     check_env_fns,
     check_inference,
@@ -548,9 +548,8 @@ class HTSCollector(BaseCollector):
             backend.stop()
             raise
         if self.num_workers > 0:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-            cores = cores or os.cpu_count() or 1
-            torch.set_num_threads(self.num_threads or self._learner_threads(cores))
+            threads = self.num_threads or self._learner_threads(available_cores())
+            torch.set_num_threads(threads)
         self._finalizer = weakref.finalize(self, backend.stop)
         self._backend, self._buffers, self._uniforms = backend, buffers, uniforms
         self._buffer_versions = [0, 0]

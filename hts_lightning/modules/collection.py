@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -15,7 +14,7 @@ from torchrl.envs import EnvBase
 
 from hts_lightning.callbacks.stop_on_signal import stop_at_once_while
 from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError
-from hts_lightning.collectors._checks import check_thread_count
+from hts_lightning.collectors._checks import available_cores, check_thread_count
 from hts_lightning.collectors.baselines import make_collector
 from hts_lightning.collectors.errors import BatchTimeoutError
 from hts_lightning.collectors.hts import HTSCollector
@@ -129,8 +128,7 @@ class CollectionBinding:
             # Each rank's learner gets its share of the cores, less one for its collection
             # unless it takes every core: every rank taking the collector's cores - 1
             # oversubscribed the machine.
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-            share = (cores or os.cpu_count() or 1) // ranks_here
+            share = available_cores() // ranks_here
             spare = 0 if self.learner_takes_every_core else 1
             make = {**make, "num_threads": max(1, share - spare)}
         self.collector = make_collector(
