@@ -15,12 +15,11 @@ from pathlib import Path
 
 import torch.distributed as dist
 from lightning import Callback, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from hts_lightning.callbacks import StopOnSignal
+from hts_lightning.callbacks import StopOnSignal, UpdateCheckpoint
 from hts_lightning.checkpoint import read_checkpoint
 from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
@@ -148,7 +147,7 @@ def fit(argv: list[str] | None) -> int:
                 "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
                 "callbacks": [
                     _ReportWhereResultsAre(),
-                    ModelCheckpoint(save_last=True, every_n_train_steps=50),
+                    UpdateCheckpoint(save_last=True, every_n_updates=50),
                     MLflowTracking(),
                     stop,
                 ],

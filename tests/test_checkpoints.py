@@ -188,3 +188,35 @@ def test_a_checkpoint_of_the_format_before_2026_12_01_is_one_line_naming_it_and_
     assert not (tmp_path / "runs").exists()
     assert main(["evaluate", str(OLD_CHECKPOINT), "--no-mlflow"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_periodic_checkpoint_counts_updates_not_optimizer_steps(tmp_path):
+    """PPO takes epochs x minibatches optimizer steps an update (2 here): every 2nd update is
+    global steps 4 and 8, where ``every_n_train_steps=2`` would save after every update."""
+    from hts_lightning import PPO
+    from hts_lightning.callbacks import UpdateCheckpoint
+
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=4,
+        num_workers=0,
+        sync_interval=8,
+        total_frames=5 * 32,
+        epochs=2,
+        minibatches=1,
+    )
+
+    class _Saves(Callback):
+        steps: list[int] = []
+
+        def on_save_checkpoint(self, trainer, module, checkpoint):
+            self.steps.append(trainer.global_step)
+
+    saves = _Saves()
+    periodic = UpdateCheckpoint(dirpath=tmp_path, every_n_updates=2, save_last=False)
+    quiet_trainer(periodic, saves, enable_checkpointing=True).fit(module)
+    assert module.updates == 5 and module.global_step == 10
+    assert saves.steps == [4, 8]
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["epoch=0-step=8.ckpt"]
+    with pytest.raises(ValueError, match="every_n_updates must be >= 1, got 0"):
+        UpdateCheckpoint(every_n_updates=0)
