@@ -8,7 +8,9 @@ contenders one after the other in one invocation:
   ceiling ``num_envs / mean`` (4000 frames/s for 8 replicas at 2 ms) and against the ceiling the
   batch barrier leaves: a batch ends when its slowest replica has slept its ``sync_interval``
   draws, so at best ``num_envs * sync_interval / E[max over replicas of the sum of its draws]``
-  (Monte Carlo over the same distribution). Target: HTS >= 0.9x the sleep ceiling.
+  (Monte Carlo over the same distribution). Also the lag-one ceiling: no barrier at all, only
+  the rule that keeps the policy lag at one (a replica may run at most one batch ahead of the
+  slowest). Target: HTS >= 0.9x the sleep ceiling.
 - ``learner``: a fixed learner (the consumer sleeps ``--learner-ms`` per batch, a stand-in for a
   GPU update that holds no core). HTS (collection of batch k+1 during the update of k) against
   TorchRL's per-step synchronous ``Collector(ParallelEnv)`` and ``MultiSyncCollector`` (8 workers,
@@ -58,6 +60,21 @@ def barrier_ceiling(num_envs: int, steps: int, mean: float, std: float, rounds: 
         for _ in range(rounds)
     ]
     return num_envs * steps / (sum(slowest) / rounds)
+
+
+def lag_one_ceiling(num_envs: int, steps: int, mean: float, std: float, batches: int = 4000):
+    """Frames/s of the tightest schedule that keeps the policy lag at one, with an instant
+    learner: a replica starts batch k once it has slept batch k-1 and every replica has
+    slept batch k-2 (whose update gives batch k's weights), instead of waiting at each batch
+    boundary for the slowest replica."""
+    mu, sigma = lognormal_parameters(mean, std)
+    draw = random.Random(0).lognormvariate
+    two_back, one_back = [0.0] * num_envs, [0.0] * num_envs
+    for _ in range(batches):
+        ready = max(two_back)
+        ends = [max(end, ready) + sum(draw(mu, sigma) for _ in range(steps)) for end in one_back]
+        two_back, one_back = one_back, ends
+    return num_envs * steps * batches / max(one_back)
 
 
 def cpu_seconds() -> float:
@@ -158,7 +175,11 @@ def main(argv=None) -> None:
     if "ceiling" in args.panels:
         sleep = args.num_envs / mean
         barrier = barrier_ceiling(args.num_envs, args.sync_interval, mean, std)
-        print(f"sleep ceiling {sleep:.0f} frames/s; barrier ceiling {barrier:.0f} frames/s")
+        lag_one = lag_one_ceiling(args.num_envs, args.sync_interval, mean, std)
+        print(
+            f"sleep ceiling {sleep:.0f} frames/s; barrier ceiling {barrier:.0f} frames/s; "
+            f"lag-one ceiling (no barrier, replicas one batch apart) {lag_one:.0f} frames/s"
+        )
         for label, kwargs in (
             ("HTS (default inference_batch_size)", {}),
             ("HTS, inference_batch_size=1", dict(inference_batch_size=1)),
