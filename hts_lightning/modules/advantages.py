@@ -26,8 +26,10 @@ class OneCallGAE:
     ``terminated`` (no bootstrap) and ``done`` (the trace is cut; a truncation bootstraps from
     the next observation's value) as the loss's estimator reads them. ``vmap`` folds its
     dimension into the batch, so the critic sees the same rows in the same order: the values
-    and advantages are bitwise those of the loss's estimator for the MLP, the Nature CNN and
-    the players' critic (``tests/modules/test_advantages.py``). One difference: TorchRL's
+    and advantages are bitwise those of the loss's estimator for the MLP and the players'
+    critics; the Nature CNN's differ by float rounding (~1 ulp: its convolutions under vmap
+    differ from any direct call, one or two; ``tests/modules/test_advantages.py``, to 1e-6,
+    so pixel runs are not bitwise those before this class). One difference: TorchRL's
     path replaces NaN next observations by the observations (``compact_obs`` collectors);
     here a NaN reaches the loss, which refuses the step.
 
