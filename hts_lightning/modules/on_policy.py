@@ -33,6 +33,7 @@ from hts_lightning.choices import (
 from hts_lightning.collectors.baselines import check_hts_options
 from hts_lightning.envs import env_factory
 from hts_lightning.models import NatureCNN, make_actor_critic
+from hts_lightning.modules.advantages import OneCallGAE
 from hts_lightning.modules.behaviour import BehaviourParameters
 from hts_lightning.modules.collection import CollectionBinding
 from hts_lightning.modules.lightning_steps import LightningSteps
@@ -194,7 +195,8 @@ class OnPolicyModule(LightningModule):
         self.critic = self.model.get_value_operator()
         # The loss runs the actor (trunk and head) and then only the critic's head on the
         # trunk's "features" (TorchRL's advice for shared trunks: one trunk pass, not two).
-        # GAE, run on observations and next observations alike, needs the whole critic.
+        # GAE, run on observations and next observations alike (one call over both, see
+        # OneCallGAE), needs the whole critic.
         self.critic_head = self.model.get_value_head()
         self.collection = CollectionBinding(
             kind=collector,
@@ -226,6 +228,7 @@ class OnPolicyModule(LightningModule):
         self.gradient_version = 0
         self.loss_module: LossModule | None = None
         self._steps: LightningSteps | None = None
+        self._advantages: OneCallGAE | None = None
         self._parameter_list: list[torch.nn.Parameter] | None = None
 
     # --- for the algorithms ----------------------------------------------------------------
@@ -242,6 +245,8 @@ class OnPolicyModule(LightningModule):
             lmbda=self.hparams.gae_lambda,
             value_network=self.critic,
         )
+        # The training step's advantages: the same estimator, the critic called once.
+        self._advantages = OneCallGAE(loss.value_estimator)
         self.behaviour = BehaviourParameters(loss)
         self.behaviour.remember(self.updates)
 
@@ -366,7 +371,7 @@ class OnPolicyModule(LightningModule):
         delayed = self.gradient_mode == "delayed" and behaviour_version is not None
         self.gradient_version = behaviour_version if delayed else self.updates
         with torch.no_grad(), self.gradient_parameters():
-            self.loss_module.value_estimator(batch)
+            self._advantages(batch)
         if self.hparams.normalize_advantage:
             batch["advantage"] = standardized(self, batch["advantage"])
         diagnostics = self.update(batch)

@@ -139,3 +139,70 @@ def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
     for got, expected in zip(fast_grads, slow_grads):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
     assert any(float(g.abs().sum()) > 0 for g in fast_grads)
+
+
+def _clip_data(module, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    data = module.actor(
+        TensorDict(observation=torch.randn(64, 4, generator=generator), batch_size=[64])
+    )
+    data["advantage"] = torch.randn(64, 1, generator=generator)
+    data["value_target"] = torch.randn(64, 1, generator=generator)
+    data["action_log_prob"] = data["action_log_prob"].detach() + 0.3 * torch.randn(
+        64, generator=generator
+    )
+    return data
+
+
+def test_lean_loss_float_clip_bounds_bitwise_as_tensor_bounds_and_follow_a_schedule():
+    """The log-ratio clamp with float bounds gives the bits of ClipPPOLoss's 0-d tensor
+    bounds (forward and gradient), and a scheduled clip_epsilon takes effect at once."""
+    module = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=16, seed=1)
+    loss = module.loss_module
+    data = _clip_data(module)
+    log_prob = data["action_log_prob"].detach().unsqueeze(-1) + 0.3
+    fractions = []
+    for epsilon in (0.2, 0.1):
+        loss.clip_epsilon.fill_(epsilon)  # the schedulable buffer, as a scheduler sets it
+        low, high = loss._log_ratio_bounds()
+        assert (low, high) == (
+            float((-loss.clip_epsilon).log1p()),
+            float(loss.clip_epsilon.log1p()),
+        )
+        for bounds in ((low, high), ((-loss.clip_epsilon).log1p(), loss.clip_epsilon.log1p())):
+            weight = (log_prob + torch.linspace(-0.5, 0.5, 64).unsqueeze(-1)).requires_grad_()
+            clipped = weight.clamp(*bounds)
+            (clipped.exp() * data["advantage"]).sum().backward()
+            if isinstance(bounds[0], float):
+                got = clipped.detach(), weight.grad
+            else:
+                assert torch.equal(got[0], clipped.detach())
+                assert torch.equal(got[1], weight.grad)
+        fractions.append(float(loss(data.clone())["clip_fraction"]))
+    assert 0 < fractions[0] < fractions[1] < 1  # the tighter clip clips more ratios
+
+
+def test_lean_loss_takes_an_asymmetric_clip_epsilon_as_clip_ppo_loss():
+    """A (low, high) clip_epsilon (TorchRL's clip_epsilon_low / _high buffers): the same
+    surrogate as TorchRL's ClipPPOLoss, which the lean loss broke on before."""
+    from torchrl.objectives import ClipPPOLoss
+
+    from hts_lightning.modules.ppo_loss import LeanClipPPOLoss
+
+    module = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=16, seed=2)
+    kwargs = dict(clip_epsilon=(0.1, 0.3), entropy_coeff=0.0, critic_coeff=0.5)
+    lean = LeanClipPPOLoss(module.actor, module.critic_head, **kwargs)
+    reference = ClipPPOLoss(
+        module.actor, module.critic_head, functional=False, loss_critic_type="l2", **kwargs
+    )
+    assert lean._log_ratio_bounds() == (
+        float(torch.tensor(-0.1).log1p()),
+        float(torch.tensor(0.3).log1p()),
+    )
+    data = _clip_data(module, seed=3)
+    got, expected = lean(data.clone()), reference(data.clone())
+    assert 0 < float(got["clip_fraction"]) < 1
+    torch.testing.assert_close(
+        got["loss_objective"], expected["loss_objective"], rtol=1e-6, atol=1e-7
+    )
+    torch.testing.assert_close(got["clip_fraction"], expected["clip_fraction"])

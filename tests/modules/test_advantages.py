@@ -1,0 +1,135 @@
+"""The training step's advantages (OneCallGAE: the critic once over observations and next
+observations, TorchRL's GAE on the values) against the loss's own TorchRL GAE: bit for bit
+with MLP critics, to float rounding with the Nature CNN (whose convolutions under TorchRL's
+vmap differ from any direct call, one or two, by ~1 ulp)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.data import Composite, OneHot, Unbounded
+from torchrl.objectives.value import GAE
+
+from hts_lightning import PPO
+from hts_lightning.models import make_actor_critic
+from hts_lightning.modules.advantages import OneCallGAE
+from tests.modules.test_gae import _batch, _loss_with_gae
+
+
+def _random_batch(observation_shape, envs=3, steps=7, dtype=torch.float32, seed=0):
+    """A [envs, steps] batch with terminations and truncations at known places."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def observations():
+        if dtype == torch.uint8:
+            return torch.randint(0, 256, (envs, steps, *observation_shape), generator=generator)
+        return torch.randn(envs, steps, *observation_shape, generator=generator)
+
+    terminated = torch.zeros(envs, steps, 1, dtype=torch.bool)
+    truncated = torch.zeros(envs, steps, 1, dtype=torch.bool)
+    terminated[0, 2] = terminated[1, 5] = True
+    truncated[0, 4] = truncated[2, 1] = truncated[2, 6] = True
+    return TensorDict(
+        observation=observations().to(dtype),
+        next=TensorDict(
+            observation=observations().to(dtype),
+            reward=torch.randn(envs, steps, 1, generator=generator),
+            terminated=terminated,
+            truncated=truncated,
+            done=terminated | truncated,
+            batch_size=[envs, steps],
+        ),
+        batch_size=[envs, steps],
+    )
+
+
+def _assert_same_as_estimator(estimator, batch, exact=True):
+    """OneCallGAE's outputs equal the estimator's (TorchRL: the critic under vmap): bitwise,
+    or else to float rounding (relative 1e-6)."""
+    estimate = OneCallGAE(estimator)
+    assert estimate.one_call
+    with torch.no_grad():
+        expected = estimator(batch.clone())
+        got = estimate(batch.clone())
+    for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
+        if exact:
+            assert torch.equal(got[key], expected[key]), key
+        else:
+            torch.testing.assert_close(got[key], expected[key], rtol=1e-6, atol=1e-7, msg=key)
+    assert got["advantage"].abs().sum() > 0
+
+
+def test_hand_computed_gae_bootstraps_on_truncation_not_on_termination():
+    # test_gae's hand-computed case: a truncation at t=1 bootstraps from V(next obs) and cuts
+    # the trace; the termination at t=3 does not bootstrap.
+    gamma, lmbda = 0.9, 0.8
+    batch = _batch(
+        values=[1.0, 2.0, 3.0, 4.0],
+        next_values=[2.0, 5.0, 4.0, 6.0],
+        rewards=[1.0, 0.0, 2.0, 1.0],
+        terminated=[False, False, False, True],
+        truncated=[False, True, False, False],
+    )
+    OneCallGAE(_loss_with_gae(gamma, lmbda).value_estimator)(batch)
+    delta = [1 + 0.9 * 2 - 1, 0 + 0.9 * 5 - 2, 2 + 0.9 * 4 - 3, 1 - 4]
+    a1, a3 = delta[1], delta[3]
+    expected = torch.tensor([delta[0] + gamma * lmbda * a1, a1, delta[2] + gamma * lmbda * a3, a3])
+    torch.testing.assert_close(batch["advantage"].flatten(), expected)
+    torch.testing.assert_close(batch["next", "state_value"].flatten(), torch.tensor([2.0, 5, 4, 6]))
+
+
+@pytest.mark.parametrize("shared_trunk", [True, False])
+def test_mlp_critic_bitwise_as_the_loss_estimator(shared_trunk):
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=3,
+        num_workers=0,
+        sync_interval=7,
+        seed=1,
+        minibatches=1,
+        shared_trunk=shared_trunk,
+        gamma=0.98,
+        gae_lambda=0.8,
+    )
+    assert module._advantages.one_call
+    _assert_same_as_estimator(module.loss_module.value_estimator, _random_batch((4,)))
+
+
+def test_pixel_critic_as_the_loss_estimator_to_float_rounding():
+    # The Nature CNN on uint8 frames (a small image keeps the test fast): to float rounding.
+    spec = Composite(observation=Unbounded((4, 44, 44), dtype=torch.uint8))
+    critic = make_actor_critic(spec, OneHot(6)).get_value_operator()
+    estimator = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
+    _assert_same_as_estimator(estimator, _random_batch((4, 44, 44), dtype=torch.uint8), exact=False)
+
+
+def test_players_critic_bitwise_as_the_loss_estimator():
+    # Football's several controlled players: one team value, the mean over the players.
+    spec = Composite(observation=Unbounded((3, 115)))
+    critic = make_actor_critic(spec, OneHot(19, shape=(3, 19))).get_value_operator()
+    estimator = GAE(gamma=0.993, lmbda=0.95, value_network=critic)
+    _assert_same_as_estimator(estimator, _random_batch((3, 115)))
+
+
+def test_other_estimators_are_called_as_they_are():
+    critic = make_actor_critic(Composite(observation=Unbounded((4,))), OneHot(2))
+    estimator = GAE(gamma=0.9, lmbda=0.9, value_network=critic.get_value_operator(), shifted=True)
+    estimate = OneCallGAE(estimator)
+    assert not estimate.one_call
+    batch = _random_batch((4,))
+    with torch.no_grad():
+        assert torch.equal(estimate(batch.clone())["advantage"], estimator(batch)["advantage"])
+
+
+def test_training_step_advantages_are_the_estimator_s():
+    """The module's training step writes the loss estimator's advantages (bitwise)."""
+    module = PPO(
+        env_id="CartPole-v1", num_envs=3, num_workers=0, sync_interval=7, seed=2, minibatches=1
+    )
+    batch = _random_batch((4,))
+    with torch.no_grad():
+        expected = module.loss_module.value_estimator(batch.clone())
+        module._advantages(batch)
+    assert torch.equal(batch["advantage"], expected["advantage"])
+    assert torch.equal(batch["value_target"], expected["value_target"])
