@@ -60,6 +60,7 @@ class PolicyRunner:
         self.sample_key = None
         self.log_prob_key = None
         self._chain: TensorChain | None = None
+        self._eye: torch.Tensor | None = None
         if isinstance(policy, ProbabilisticTensorDictSequential) and (
             exploration_type == ExplorationType.RANDOM
         ):
@@ -94,7 +95,20 @@ class PolicyRunner:
     @torch.no_grad()
     def __call__(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
         """The chunk ``td`` (on the CPU) acted on; the result on the CPU."""
-        acted = self._on_device(td, uniform)
+        acted = self.act(td, uniform)
+        if isinstance(acted, TensorDictBase):
+            return acted
+        return TensorDict(acted, batch_size=td.batch_size)
+
+    def act(self, td: TensorDictBase, uniform: torch.Tensor | None):
+        """:meth:`__call__`'s result as the engine reads it (``get(key)``): on the CPU with a
+        :class:`TensorChain`, a dict of the policy's tensors, with no TensorDict built for a
+        result read key by key once (~6 of a CartPole chunk's ~70 us). Call it under
+        ``torch.no_grad()``: the engine enters it once a batch, not once a chunk."""
+        if self.device.type == "cpu" and self._chain is not None:
+            acted = self._chain_step(td, uniform)
+        else:
+            acted = self._on_device(td, uniform)
         if self.sample_key is not None:  # on the CPU: no host sync inside a CUDA graph
             _refuse_nan(acted, self._param_keys)
         return acted
@@ -119,19 +133,31 @@ class PolicyRunner:
             with set_exploration_type(self.exploration_type):
                 return self.policy(td.copy())
         if self._chain is not None:
-            values = self._chain.values(td)
-            one_hot = self._chain.one_hot(values, choose=lambda p: gumbel_argmax(p, uniform))
-            if one_hot is None:
-                sampled = self._sample(self._chain.dist(values), uniform)
-            else:  # TorchRL's OneHotCategorical's sample and log_prob, without building it
-                log_probs, index, log_prob = one_hot
-                sampled = {self.sample_key: torch.nn.functional.one_hot(index, log_probs.shape[-1])}
-                if self.log_prob_key is not None:
-                    sampled[self.log_prob_key] = log_prob
-            return TensorDict({**values, **sampled}, batch_size=td.batch_size)
+            return TensorDict(self._chain_step(td, uniform), batch_size=td.batch_size)
         td = td.copy()  # the policy adds its keys to a shallow copy
         dist = self.policy.get_dist(td)
         return td.update(self._sample(dist, uniform))
+
+    def _chain_step(self, td: TensorDictBase, uniform: torch.Tensor) -> dict:
+        """The step of a :class:`TensorChain` policy: its modules' outputs and the sample."""
+        values = self._chain.values(td)
+        one_hot = self._chain.one_hot(values, choose=lambda p: gumbel_argmax(p, uniform))
+        if one_hot is None:
+            sampled = self._sample(self._chain.dist(values), uniform)
+        else:  # TorchRL's OneHotCategorical's sample and log_prob, without building it
+            log_probs, index, log_prob = one_hot
+            sampled = {self.sample_key: self._one_hot(index, log_probs.shape[-1])}
+            if self.log_prob_key is not None:
+                sampled[self.log_prob_key] = log_prob
+        return {**values, **sampled}
+
+    def _one_hot(self, index: torch.Tensor, num_classes: int) -> torch.Tensor:
+        """``torch.nn.functional.one_hot(index, num_classes)`` (int64) as rows of an identity:
+        the same values without one_hot's checks of the indices' range (two reductions a
+        chunk; Gumbel-max's argmax is in range)."""
+        if self._eye is None or self._eye.shape[0] != num_classes:
+            self._eye = torch.eye(num_classes, dtype=torch.int64, device=index.device)
+        return self._eye[index]
 
     def _sample(self, dist, uniform: torch.Tensor) -> dict:
         action = sample_from_uniform(dist, uniform)
@@ -221,24 +247,33 @@ class CollectionEngine:
         self.should_stop = should_stop or (lambda: False)
         self.runner = runner
         self.inference_batch_size = inference_batch_size
-        self.root_keys = root_keys = layout.root_keys
         self.policy_keys = layout.policy_keys
         self.action_keys = action_keys = layout.action_keys
         self.next_keys = leaf_keys(slots["next"])
+        # Root keys the executor never changes (envpool's done flags: always False) are
+        # written once a batch, not gathered and scattered at every chunk.
+        constant = set(getattr(executor, "constant_root_keys", ()))
+        self.root_keys = root_keys = [k for k in layout.root_keys if k not in constant]
+        self.constant_root_keys = [k for k in layout.root_keys if k in constant]
         # numpy views of the slots, storage and chunk buffers (the same memory): one row's
         # gather or scatter costs a third of torch's advanced indexing, ~20 of them a step.
         self._slot_root = [_numpy(slots["root"].get(k), k) for k in root_keys]
         self._slot_next = [_numpy(slots["next"].get(k), k) for k in self.next_keys]
         self._slot_action = [_numpy(slots["action"].get(k), k) for k in action_keys]
+        # The chunk's constant keys hold the slots' values from here on.
         self._chunk = slots["root"][0].expand(inference_batch_size).clone()
         if runner.device.type == "cuda":  # page-locked: the copies to the GPU do not block
             self._chunk = self._chunk.pin_memory()
         self._chunk_root = [self._chunk.get(k).numpy() for k in root_keys]
+        self._constant_root = [slots["root"][0].get(k) for k in self.constant_root_keys]
 
+    @torch.no_grad()  # once a batch: the runner's act needs it
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
         only); ``uniform`` ([replicas, sync_interval, noise width]) is the action noise."""
         num_envs, horizon = out.batch_size
+        for key, value in zip(self.constant_root_keys, self._constant_root):
+            out.get(key).copy_(value.expand_as(out.get(key)))
         out_root = [_numpy(out.get(k), k) for k in self.root_keys]
         out_policy = [_numpy(out.get(k), k) for k in self.policy_keys]
         out_next = [_numpy(out.get("next").get(k), k) for k in self.next_keys]
@@ -270,16 +305,16 @@ class CollectionEngine:
             at = step[chunk]
             # Gathered into buffers kept from call to call: no TensorDict built per chunk.
             for src, buffer in zip(self._slot_root, self._chunk_root):
-                np.take(src, chunk, axis=0, out=buffer)
+                src.take(chunk, axis=0, out=buffer)
             uniform = None if noise is None else torch.from_numpy(noise[chunk, at])
-            acted = self.runner(self._chunk, uniform)  # leaves the chunk as it is
+            acted = self.runner.act(self._chunk, uniform)  # leaves the chunk as it is
             real, real_at = chunk[:count], at[:count]
             for buffer, dst in zip(self._chunk_root, out_root):
                 dst[real, real_at] = buffer[:count]
             for key, dst in zip(self.policy_keys, out_policy):
-                dst[real, real_at] = acted.get(key)[:count].numpy()
+                dst[real, real_at] = acted.get(key).numpy()[:count]
             for key, dst in zip(self.action_keys, self._slot_action):
-                dst[real] = acted.get(key)[:count].numpy()
+                dst[real] = acted.get(key).numpy()[:count]
             self.executor.send(real)
 
 
