@@ -25,7 +25,12 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from hts_lightning.collectors._sampling import gumbel_argmax, noise_width, sample_from_uniform
+from hts_lightning.collectors._sampling import (
+    gumbel_argmax,
+    minus_gumbel,
+    noise_width,
+    sample_from_uniform,
+)
 from hts_lightning.models.tensor_chain import TensorChain
 
 if TYPE_CHECKING:
@@ -60,6 +65,8 @@ class PolicyRunner:
         self.sample_key = None
         self.log_prob_key = None
         self._chain: TensorChain | None = None
+        self._eye: torch.Tensor | None = None
+        self._gumbel_dtype: torch.dtype | None = None  # see prepare
         if isinstance(policy, ProbabilisticTensorDictSequential) and (
             exploration_type == ExplorationType.RANDOM
         ):
@@ -92,9 +99,44 @@ class PolicyRunner:
             return noise_width(self.policy.get_dist(probe.to(self.device)))
 
     @torch.no_grad()
+    def prepare(self, chunk: TensorDictBase) -> None:
+        """Learn, from one call on ``chunk`` (any values), whether the engine's batches can
+        take their Gumbel noise from :meth:`batch_noise`: a chain's categorical head of two
+        logits or more on the CPU (not on a device: its ``log`` may round otherwise)."""
+        key = None if self._chain is None else self._chain.one_hot_logits
+        if self.device.type != "cpu" or key is None:
+            return
+        logits = self._chain.values(chunk)[key]
+        if logits.shape[-1] >= 2:  # TensorChain.one_hot's case
+            self._gumbel_dtype = logits.dtype
+
+    def batch_noise(self, uniform: torch.Tensor | None) -> torch.Tensor | None:
+        """The noise :meth:`act` takes, for a batch's uniforms at once: after :meth:`prepare`
+        found a categorical head, minus the Gumbel noise in the logits' dtype (elementwise:
+        the numbers ``gumbel_argmax`` computes chunk by chunk; once a batch it saves ~10 of a
+        CartPole chunk's ~87 us); else the uniforms."""
+        if uniform is None or self._gumbel_dtype is None:
+            return uniform
+        return minus_gumbel(uniform, self._gumbel_dtype)
+
+    @torch.no_grad()
     def __call__(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
         """The chunk ``td`` (on the CPU) acted on; the result on the CPU."""
-        acted = self._on_device(td, uniform)
+        acted = self.act(td, self.batch_noise(uniform))
+        if isinstance(acted, TensorDictBase):
+            return acted
+        return TensorDict(acted, batch_size=td.batch_size)
+
+    def act(self, td: TensorDictBase, noise: torch.Tensor | None):
+        """:meth:`__call__`'s result as the engine reads it (``get(key)``), from the chunk's
+        rows of :meth:`batch_noise`: on the CPU with a :class:`TensorChain`, a dict of the
+        policy's tensors, with no TensorDict built for a result read key by key once (~6 of
+        a CartPole chunk's ~87 us). Call it under ``torch.no_grad()``: the engine enters it
+        once a batch, not once a chunk."""
+        if self.device.type == "cpu" and self._chain is not None:
+            acted = self._chain_step(td, noise)
+        else:
+            acted = self._on_device(td, noise)
         if self.sample_key is not None:  # on the CPU: no host sync inside a CUDA graph
             _refuse_nan(acted, self._param_keys)
         return acted
@@ -119,19 +161,35 @@ class PolicyRunner:
             with set_exploration_type(self.exploration_type):
                 return self.policy(td.copy())
         if self._chain is not None:
-            values = self._chain.values(td)
-            one_hot = self._chain.one_hot(values, choose=lambda p: gumbel_argmax(p, uniform))
-            if one_hot is None:
-                sampled = self._sample(self._chain.dist(values), uniform)
-            else:  # TorchRL's OneHotCategorical's sample and log_prob, without building it
-                log_probs, index, log_prob = one_hot
-                sampled = {self.sample_key: torch.nn.functional.one_hot(index, log_probs.shape[-1])}
-                if self.log_prob_key is not None:
-                    sampled[self.log_prob_key] = log_prob
-            return TensorDict({**values, **sampled}, batch_size=td.batch_size)
+            return TensorDict(self._chain_step(td, uniform), batch_size=td.batch_size)
         td = td.copy()  # the policy adds its keys to a shallow copy
         dist = self.policy.get_dist(td)
         return td.update(self._sample(dist, uniform))
+
+    def _chain_step(self, td: TensorDictBase, uniform: torch.Tensor) -> dict:
+        """The step of a :class:`TensorChain` policy: its modules' outputs and the sample
+        (``uniform``: minus the Gumbel noise where :meth:`prepare` found a categorical head)."""
+        values = self._chain.values(td)
+        if self._gumbel_dtype is not None:  # gumbel_argmax, its noise computed for the batch
+            one_hot = self._chain.one_hot(values, choose=lambda p: (p - uniform).argmax(-1))
+        else:
+            one_hot = self._chain.one_hot(values, choose=lambda p: gumbel_argmax(p, uniform))
+        if one_hot is None:
+            sampled = self._sample(self._chain.dist(values), uniform)
+        else:  # TorchRL's OneHotCategorical's sample and log_prob, without building it
+            log_probs, index, log_prob = one_hot
+            sampled = {self.sample_key: self._one_hot(index, log_probs.shape[-1])}
+            if self.log_prob_key is not None:
+                sampled[self.log_prob_key] = log_prob
+        return {**values, **sampled}
+
+    def _one_hot(self, index: torch.Tensor, num_classes: int) -> torch.Tensor:
+        """``torch.nn.functional.one_hot(index, num_classes)`` (int64) as rows of an identity:
+        the same values without one_hot's checks of the indices' range (two reductions a
+        chunk; Gumbel-max's argmax is in range)."""
+        if self._eye is None or self._eye.shape[0] != num_classes:
+            self._eye = torch.eye(num_classes, dtype=torch.int64, device=index.device)
+        return self._eye[index]
 
     def _sample(self, dist, uniform: torch.Tensor) -> dict:
         action = sample_from_uniform(dist, uniform)
@@ -221,28 +279,39 @@ class CollectionEngine:
         self.should_stop = should_stop or (lambda: False)
         self.runner = runner
         self.inference_batch_size = inference_batch_size
-        self.root_keys = root_keys = layout.root_keys
         self.policy_keys = layout.policy_keys
         self.action_keys = action_keys = layout.action_keys
         self.next_keys = leaf_keys(slots["next"])
+        # Root keys the executor never changes (envpool's done flags: always False) are
+        # written once a batch, not gathered and scattered at every chunk.
+        constant = set(getattr(executor, "constant_root_keys", ()))
+        self.root_keys = root_keys = [k for k in layout.root_keys if k not in constant]
+        self.constant_root_keys = [k for k in layout.root_keys if k in constant]
         # numpy views of the slots, storage and chunk buffers (the same memory): one row's
         # gather or scatter costs a third of torch's advanced indexing, ~20 of them a step.
         self._slot_root = [_numpy(slots["root"].get(k), k) for k in root_keys]
         self._slot_next = [_numpy(slots["next"].get(k), k) for k in self.next_keys]
         self._slot_action = [_numpy(slots["action"].get(k), k) for k in action_keys]
+        # The chunk's constant keys hold the slots' values from here on.
         self._chunk = slots["root"][0].expand(inference_batch_size).clone()
         if runner.device.type == "cuda":  # page-locked: the copies to the GPU do not block
             self._chunk = self._chunk.pin_memory()
         self._chunk_root = [self._chunk.get(k).numpy() for k in root_keys]
+        self._constant_root = [slots["root"][0].get(k) for k in self.constant_root_keys]
+        runner.prepare(self._chunk)
 
+    @torch.no_grad()  # once a batch: the runner's act needs it
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
         only); ``uniform`` ([replicas, sync_interval, noise width]) is the action noise."""
         num_envs, horizon = out.batch_size
+        for key, value in zip(self.constant_root_keys, self._constant_root):
+            out.get(key).copy_(value.expand_as(out.get(key)))
         out_root = [_numpy(out.get(k), k) for k in self.root_keys]
         out_policy = [_numpy(out.get(k), k) for k in self.policy_keys]
         out_next = [_numpy(out.get("next").get(k), k) for k in self.next_keys]
-        noise = None if uniform is None else uniform.numpy()
+        noise = self.runner.batch_noise(uniform)
+        noise = None if noise is None else noise.numpy()
         step = np.zeros(num_envs, dtype=np.int64)
         ready = np.arange(num_envs)
         remaining = num_envs
@@ -270,16 +339,16 @@ class CollectionEngine:
             at = step[chunk]
             # Gathered into buffers kept from call to call: no TensorDict built per chunk.
             for src, buffer in zip(self._slot_root, self._chunk_root):
-                np.take(src, chunk, axis=0, out=buffer)
+                src.take(chunk, axis=0, out=buffer)
             uniform = None if noise is None else torch.from_numpy(noise[chunk, at])
-            acted = self.runner(self._chunk, uniform)  # leaves the chunk as it is
+            acted = self.runner.act(self._chunk, uniform)  # leaves the chunk as it is
             real, real_at = chunk[:count], at[:count]
             for buffer, dst in zip(self._chunk_root, out_root):
                 dst[real, real_at] = buffer[:count]
             for key, dst in zip(self.policy_keys, out_policy):
-                dst[real, real_at] = acted.get(key)[:count].numpy()
+                dst[real, real_at] = acted.get(key).numpy()[:count]
             for key, dst in zip(self.action_keys, self._slot_action):
-                dst[real] = acted.get(key)[:count].numpy()
+                dst[real] = acted.get(key).numpy()[:count]
             self.executor.send(real)
 
 

@@ -40,6 +40,10 @@ _FILLER_SEED = 0  # a filler's trajectory is never read
 class EnvpoolExecutor:
     """Steps ``len(slots)`` replicas in one envpool; replica i's env is seeded ``seeds[i]``."""
 
+    #: Root keys no step changes (a root is never done: an ended episode is reset first),
+    #: left at the layout's False; the engine writes them once a batch.
+    constant_root_keys = ("done", "terminated", "truncated")
+
     def __init__(
         self,
         *,
@@ -139,47 +143,53 @@ class EnvpoolExecutor:
             reward, terminated, truncated = reward[real], terminated[real], truncated[real]
         self._in_flight -= env.size
         resetting = self._resetting[env]
+        if not resetting.any():  # most recvs: steps only
+            return self._record_steps(env, observation, reward, terminated, truncated)
         reset = env[resetting]  # their first observation is in: ready, nothing recorded
-        if reset.size:
-            self._resetting[reset] = False
-            self._returns[reset] = 0.0
-            self._steps[reset] = 0
-            self._publish_root(reset, observation[resetting])
-            stepped = ~resetting
-            env, observation = env[stepped], observation[stepped]
-            reward, terminated, truncated = reward[stepped], terminated[stepped], truncated[stepped]
+        self._resetting[reset] = False
+        self._returns[reset] = 0.0
+        self._steps[reset] = 0
+        self._publish_root(reset, observation[resetting], 0.0, 0)
+        stepped = ~resetting
+        env, observation = env[stepped], observation[stepped]
+        reward, terminated, truncated = reward[stepped], terminated[stepped], truncated[stepped]
         if env.size:
             env = self._record_steps(env, observation, reward, terminated, truncated)
         return np.concatenate([reset, env]).astype(np.int64)
 
     def _record_steps(self, env, observation, reward, terminated, truncated) -> np.ndarray:
-        """Write the steps of ``env`` into the slots; the replicas ready to act again."""
+        """Write the steps of ``env`` into the slots; the replicas ready to act again (int64)."""
         raw = reward.astype(np.float32)
         done = terminated | truncated
-        self._returns[env] += raw
-        self._steps[env] += 1
+        # The returns and step counts gathered once, for the slots' next and root rows.
+        returns = self._returns[env] + raw
+        steps = self._steps[env] + 1
+        self._returns[env] = returns
+        self._steps[env] = steps
         out = self._next
         out["observation"][env] = observation
         out["reward"][env] = np.clip(raw, -1.0, 1.0) if self._clip else raw
         out["done"][env] = done
         out["terminated"][env] = terminated
         out["truncated"][env] = truncated
-        out["episode_reward"][env] = self._returns[env]
-        out["step_count"][env] = self._steps[env]
+        out["episode_reward"][env] = returns
+        out["step_count"][env] = steps
         if done.any():  # auto-reset: the env resets on its next send, whatever the action
             ended = env[done]
             self._resetting[ended] = True
             self._idle_ids.append(ended.astype(np.int32))  # sent before the next recv
             self._in_flight += ended.size
-            env, observation = env[~done], observation[~done]
-        self._publish_root(env, observation)
-        return env
+            going = ~done
+            env, observation = env[going], observation[going]
+            returns, steps = returns[going], steps[going]
+        self._publish_root(env, observation, returns, steps)
+        return env.astype(np.int64)
 
-    def _publish_root(self, replicas: np.ndarray, observation: np.ndarray) -> None:
+    def _publish_root(self, replicas: np.ndarray, observation, returns, steps) -> None:
         root = self._root
         root["observation"][replicas] = observation
-        root["episode_reward"][replicas] = self._returns[replicas]
-        root["step_count"][replicas] = self._steps[replicas]
+        root["episode_reward"][replicas] = returns
+        root["step_count"][replicas] = steps
         # done, terminated and truncated of a root are always False: set once by the layout.
 
     def replica_states(self) -> list:

@@ -39,9 +39,16 @@ def noise_width(dist: D.Distribution) -> int:
 
 def gumbel_argmax(logits: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     """The index a categorical of ``logits`` samples for ``uniform`` (one per event): Gumbel-max."""
-    uniform = uniform.clamp(_EPS, 1.0 - _EPS)
-    gumbel = -torch.log(-torch.log(uniform.to(logits.dtype)))
-    return (logits + gumbel).argmax(-1)
+    # logits + Gumbel noise -log(-log(u)); a - b is a + (-b) bit for bit: the same sum.
+    return (logits - minus_gumbel(uniform, logits.dtype)).argmax(-1)
+
+
+def minus_gumbel(uniform: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``log(-log(u))`` of each uniform, in ``dtype``: minus the Gumbel noise. Elementwise, so a
+    (replica, step)'s numbers are the same computed for one chunk or for a whole batch.
+    Computed in place on clamp's new tensor (fewer allocations)."""
+    noise = uniform.clamp(_EPS, 1.0 - _EPS).to(dtype)
+    return noise.log_().neg_().log_()
 
 
 def sample_from_uniform(dist: D.Distribution, uniform: torch.Tensor) -> torch.Tensor:

@@ -81,6 +81,36 @@ def test_the_tensor_path_gives_get_dist_s_samples_and_leaves_the_chunk_alone(cas
     assert got["action"].sum(-1).eq(1).all()  # one-hot actions (per player)
 
 
+ENGINE_CASES = {
+    **CASES,
+    "mlp, float64": (_policy((4,), (2,)).double(), (4,), torch.float64),
+}
+
+
+@pytest.mark.parametrize("case", list(ENGINE_CASES))
+def test_the_engine_s_call_on_a_batch_s_noise_gives_each_chunk_s_call_bit_for_bit(case):
+    """The engine turns a whole batch's uniforms into the sampling noise at once
+    (``prepare``, ``batch_noise``: minus the Gumbel noise, in the logits' dtype, for a
+    categorical head) and acts on each chunk's rows of it (``act``): the same tensors, bit
+    for bit, as the call on the chunk's own uniforms, uniforms of 0 and 1 included."""
+    policy, shape, dtype = ENGINE_CASES[case]
+    engine, reference = _runner(policy), _runner(policy)
+    chunk = _chunk(shape, dtype)
+    width = reference.noise_width(chunk.clone())
+    engine.prepare(chunk)
+    assert (engine._gumbel_dtype is None) == (case == "three players")  # a players head
+    uniform = torch.rand(8, 16, width, generator=torch.Generator().manual_seed(1))
+    uniform[0, 0], uniform[1, 0] = 0.0, 1.0
+    noise = engine.batch_noise(uniform)
+    for step in range(uniform.shape[1]):
+        with torch.no_grad():
+            got = engine.act(chunk, noise[:, step].contiguous())
+        expected = reference(chunk, uniform[:, step].contiguous())
+        for key in ["features", "logits", "action", "action_log_prob"]:
+            assert got.get(key).dtype == expected[key].dtype, key
+            assert torch.equal(got.get(key), expected[key]), key
+
+
 class _Masked(nn.Module):
     """Logits with action 1 masked out (-inf), as action masking does."""
 
