@@ -14,7 +14,7 @@ class UpdateCheckpoint(ModelCheckpoint):
 
     Why: ``every_n_train_steps`` counts ``trainer.global_step``, the optimizer steps, and an
     update takes ``epochs x minibatches`` of them (20 in the CartPole PPO recipe, where 50
-    steps meant a checkpoint every 2.5 updates and ~8% of the run's time;
+    steps meant a checkpoint every 5 updates and 7-12% of the run's time;
     benchmarks/RESULTS.md). A module without ``updates`` counts Lightning's batches.
 
     Example:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
+from torch.nn.modules.conv import _ConvNd
 from torchrl.objectives.value import GAE
 
 __all__ = ["OneCallGAE"]
@@ -27,14 +28,16 @@ class OneCallGAE:
     the next observation's value) as the loss's estimator reads them. ``vmap`` folds its
     dimension into the batch, so the critic sees the same rows in the same order: the values
     and advantages are bitwise those of the loss's estimator for the MLP and the players'
-    critics; the Nature CNN's differ by float rounding (~1 ulp: its convolutions under vmap
-    differ from any direct call, one or two; ``tests/modules/test_advantages.py``, to 1e-6,
-    so pixel runs are not bitwise those before this class). One difference: TorchRL's
-    path replaces NaN next observations by the observations (``compact_obs`` collectors);
-    here a NaN reaches the loss, which refuses the step.
+    critics. One difference: TorchRL's path replaces NaN next observations by the
+    observations (``compact_obs`` collectors); here a NaN reaches the loss, which refuses the
+    step.
 
-    Any other estimator (not a ``GAE``, or one built with ``shifted``, chunks, ``average_gae``,
-    ``auto_reset_env`` or without a value network) is called as it is.
+    A critic with convolutions (the Nature CNN) keeps TorchRL's call: its convolutions under
+    vmap differ from any direct call by ~1 ulp, and one call was no faster there (a 16 x 128
+    Pong batch, 2 threads: 1.2 s either way, RESULTS.md "Merged main, quiet machine"), so
+    pixel runs stay bitwise those of TorchRL's GAE. Any other estimator (not a ``GAE``, or one
+    built with ``shifted``, chunks, ``average_gae``, ``auto_reset_env`` or without a value
+    network) is called as it is too.
 
     No gradient reaches the critic's parameters (TorchRL holds the network out the same way).
     Not an ``nn.Module``: it holds no state of its own (``gamma`` and ``lmbda`` are the
@@ -61,6 +64,7 @@ class OneCallGAE:
             and not estimator.auto_reset_env
             and getattr(estimator, "value_chunk_size", None) is None
             and getattr(estimator, "num_chunks", None) is None
+            and not any(isinstance(m, _ConvNd) for m in estimator.value_network.modules())
         )
         if not self.one_call:
             return
