@@ -14,7 +14,6 @@ from torchrl.objectives.value import GAE
 from hts_lightning import PPO
 from hts_lightning.models import make_actor_critic
 from hts_lightning.modules.advantages import OneCallGAE
-from tests.modules.test_gae import _batch, _loss_with_gae
 
 
 def _random_batch(observation_shape, envs=3, steps=7, dtype=torch.float32, seed=0):
@@ -55,25 +54,6 @@ def _assert_same_as_estimator(estimator, batch):
     for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
         assert torch.equal(got[key], expected[key]), key
     assert got["advantage"].abs().sum() > 0
-
-
-def test_hand_computed_gae_bootstraps_on_truncation_not_on_termination():
-    # test_gae's hand-computed case: a truncation at t=1 bootstraps from V(next obs) and cuts
-    # the trace; the termination at t=3 does not bootstrap.
-    gamma, lmbda = 0.9, 0.8
-    batch = _batch(
-        values=[1.0, 2.0, 3.0, 4.0],
-        next_values=[2.0, 5.0, 4.0, 6.0],
-        rewards=[1.0, 0.0, 2.0, 1.0],
-        terminated=[False, False, False, True],
-        truncated=[False, True, False, False],
-    )
-    OneCallGAE(_loss_with_gae(gamma, lmbda).value_estimator)(batch)
-    delta = [1 + 0.9 * 2 - 1, 0 + 0.9 * 5 - 2, 2 + 0.9 * 4 - 3, 1 - 4]
-    a1, a3 = delta[1], delta[3]
-    expected = torch.tensor([delta[0] + gamma * lmbda * a1, a1, delta[2] + gamma * lmbda * a3, a3])
-    torch.testing.assert_close(batch["advantage"].flatten(), expected)
-    torch.testing.assert_close(batch["next", "state_value"].flatten(), torch.tensor([2.0, 5, 4, 6]))
 
 
 @pytest.mark.parametrize("shared_trunk", [True, False])

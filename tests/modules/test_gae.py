@@ -1,7 +1,9 @@
-"""Advantages as the modules compute them (TorchRL's GAE), against hand-computed values."""
+"""Advantages as the modules compute them (TorchRL's GAE, and OneCallGAE), against hand-computed
+values."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
@@ -9,6 +11,8 @@ from torch import nn
 from torchrl.modules import ProbabilisticActor
 from torchrl.modules.distributions import OneHotCategorical
 from torchrl.objectives import A2CLoss, ValueEstimators
+
+from hts_lightning.modules.advantages import OneCallGAE
 
 
 class _FirstFeature(nn.Module):
@@ -45,7 +49,10 @@ def _batch(values, next_values, rewards, terminated, truncated):
     )
 
 
-def test_gae_bootstraps_on_truncation_and_not_on_termination():
+@pytest.mark.parametrize("one_call", [False, True], ids=["torchrl_gae", "one_call_gae"])
+def test_gae_bootstraps_on_truncation_and_not_on_termination(one_call):
+    """TorchRL's GAE, and the training step's OneCallGAE (the critic once, then TorchRL's GAE
+    on the values)."""
     gamma, lmbda = 0.9, 0.8
     # t=1 ends an episode by truncation (time limit): bootstrap from the final observation's
     # value 5 and cut the trace; t=3 ends one by termination: no bootstrap.
@@ -56,8 +63,9 @@ def test_gae_bootstraps_on_truncation_and_not_on_termination():
         terminated=[False, False, False, True],
         truncated=[False, True, False, False],
     )
+    estimator = _loss_with_gae(gamma, lmbda).value_estimator
     with torch.no_grad():
-        _loss_with_gae(gamma, lmbda).value_estimator(batch)
+        (OneCallGAE(estimator) if one_call else estimator)(batch)
     delta = [1 + 0.9 * 2 - 1, 0 + 0.9 * 5 - 2, 2 + 0.9 * 4 - 3, 1 - 4]
     a3 = delta[3]
     a2 = delta[2] + gamma * lmbda * a3
@@ -68,6 +76,7 @@ def test_gae_bootstraps_on_truncation_and_not_on_termination():
     torch.testing.assert_close(
         batch["value_target"].flatten(), expected + torch.tensor([1.0, 2.0, 3.0, 4.0])
     )
+    torch.testing.assert_close(batch["next", "state_value"].flatten(), torch.tensor([2.0, 5, 4, 6]))
 
 
 def test_gae_with_lambda_one_is_the_discounted_return_minus_value():

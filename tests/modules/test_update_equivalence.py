@@ -93,6 +93,21 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
     assert moved > 1e-4  # the update did move the parameters
 
 
+def _clip_data(module, seed=0, rows=64):
+    """A CartPole minibatch acted on by ``module``, its behaviour log-probabilities moved away
+    from the current ones so that the ratio's clip engages."""
+    generator = torch.Generator().manual_seed(seed)
+    data = module.actor(
+        TensorDict(observation=torch.randn(rows, 4, generator=generator), batch_size=[rows])
+    )
+    data["advantage"] = torch.randn(rows, 1, generator=generator)
+    data["value_target"] = torch.randn(rows, 1, generator=generator)
+    data["action_log_prob"] = data["action_log_prob"].detach() + 0.3 * torch.randn(
+        rows, generator=generator
+    )
+    return data
+
+
 @pytest.mark.parametrize("shared_trunk", [True, False])
 def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
     """The loss's forward on tensors (our networks' layers called directly, the categorical
@@ -110,16 +125,7 @@ def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
     )
     loss = module.loss_module
     assert loss._tensor_path is not None  # make_actor_critic's networks take the tensor path
-    generator = torch.Generator().manual_seed(0)
-    data = module.actor(
-        TensorDict(observation=torch.randn(32, 4, generator=generator), batch_size=[32])
-    )
-    data["advantage"] = torch.randn(32, 1, generator=generator)
-    data["value_target"] = torch.randn(32, 1, generator=generator)
-    # Behaviour log-probabilities away from the current ones: the ratio's clip engages.
-    data["action_log_prob"] = data["action_log_prob"].detach() + 0.3 * torch.randn(
-        32, generator=generator
-    )
+    data = _clip_data(module, rows=32)
 
     def losses_and_grads():
         loss.zero_grad()
@@ -139,19 +145,6 @@ def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
     for got, expected in zip(fast_grads, slow_grads):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
     assert any(float(g.abs().sum()) > 0 for g in fast_grads)
-
-
-def _clip_data(module, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    data = module.actor(
-        TensorDict(observation=torch.randn(64, 4, generator=generator), batch_size=[64])
-    )
-    data["advantage"] = torch.randn(64, 1, generator=generator)
-    data["value_target"] = torch.randn(64, 1, generator=generator)
-    data["action_log_prob"] = data["action_log_prob"].detach() + 0.3 * torch.randn(
-        64, generator=generator
-    )
-    return data
 
 
 def test_lean_loss_float_clip_bounds_bitwise_as_tensor_bounds_and_follow_a_schedule():
