@@ -70,7 +70,7 @@ class Setting:
     threads: int
     sync_interval: int
     batches: int
-    min_seconds: float
+    min_seconds: float = 0.0  # 0: exactly `batches` batches timed
 
     @property
     def frames_per_batch(self) -> int:

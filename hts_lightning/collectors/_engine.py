@@ -281,7 +281,10 @@ class CollectionEngine:
         self.inference_batch_size = inference_batch_size
         self.policy_keys = layout.policy_keys
         self.action_keys = action_keys = layout.action_keys
-        self.next_keys = leaf_keys(slots["next"])
+        # Next keys the executor writes into the batch storage itself are not copied here.
+        written = set(getattr(executor, "next_keys_written", ()))
+        self.next_keys = [k for k in leaf_keys(slots["next"]) if k not in written]
+        self._written_next = [k for k in leaf_keys(slots["next"]) if k in written]
         # Root keys the executor never changes (envpool's done flags: always False) are
         # written once a batch, not gathered and scattered at every chunk.
         constant = set(getattr(executor, "constant_root_keys", ()))
@@ -313,6 +316,10 @@ class CollectionEngine:
         noise = self.runner.batch_noise(uniform)
         noise = None if noise is None else noise.numpy()
         step = np.zeros(num_envs, dtype=np.int64)
+        if self._written_next:
+            next_ = out.get("next")
+            written = {k: _numpy(next_.get(k), k) for k in self._written_next}
+            self.executor.write_steps_into(written, step)
         ready = np.arange(num_envs)
         remaining = num_envs
         while remaining and not self.should_stop():
