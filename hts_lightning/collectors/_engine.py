@@ -127,18 +127,32 @@ class PolicyRunner:
             return acted
         return TensorDict(acted, batch_size=td.batch_size)
 
-    def act(self, td: TensorDictBase, noise: torch.Tensor | None):
+    @property
+    def nan_check_per_batch(self) -> bool:
+        """Whether the engine may check for NaN once a batch, on the stored parameters:
+        after :meth:`prepare` found a categorical head, a NaN logit still picks an action in
+        range (Gumbel-max's argmax), so nothing breaks before the batch's end, where the same
+        error is raised (one ``isnan`` a batch instead of ~4 us a CartPole chunk)."""
+        return self._gumbel_dtype is not None
+
+    def refuse_nan(self, acted) -> None:
+        """The NaN check of :meth:`act` on ``acted`` (a chunk's result or a batch)."""
+        if self.sample_key is not None:
+            _refuse_nan(acted, self._param_keys)
+
+    def act(self, td: TensorDictBase, noise: torch.Tensor | None, *, check_nan: bool = True):
         """:meth:`__call__`'s result as the engine reads it (``get(key)``), from the chunk's
         rows of :meth:`batch_noise`: on the CPU with a :class:`TensorChain`, a dict of the
         policy's tensors, with no TensorDict built for a result read key by key once (~6 of
         a CartPole chunk's ~87 us). Call it under ``torch.no_grad()``: the engine enters it
-        once a batch, not once a chunk."""
+        once a batch, not once a chunk. ``check_nan=False``: the caller checks the batch
+        (:attr:`nan_check_per_batch`)."""
         if self.device.type == "cpu" and self._chain is not None:
             acted = self._chain_step(td, noise)
         else:
             acted = self._on_device(td, noise)
-        if self.sample_key is not None:  # on the CPU: no host sync inside a CUDA graph
-            _refuse_nan(acted, self._param_keys)
+        if check_nan:  # on the CPU: no host sync inside a CUDA graph
+            self.refuse_nan(acted)
         return acted
 
     def _on_device(self, td: TensorDictBase, uniform: torch.Tensor | None) -> TensorDictBase:
@@ -302,6 +316,7 @@ class CollectionEngine:
         self._chunk_root = [self._chunk.get(k).numpy() for k in root_keys]
         self._constant_root = [slots["root"][0].get(k) for k in self.constant_root_keys]
         runner.prepare(self._chunk)
+        self._nan_per_batch = runner.nan_check_per_batch
 
     @torch.no_grad()  # once a batch: the runner's act needs it
     def collect(self, out: TensorDictBase, uniform: torch.Tensor | None) -> None:
@@ -334,6 +349,8 @@ class CollectionEngine:
             full = at == horizon
             ready = stepped[~full]
             remaining -= int(full.sum())
+        if self._nan_per_batch and not remaining:  # a whole batch, acted on at every step
+            self.runner.refuse_nan(out)
 
     def _act(self, replicas, step, noise, out_root, out_policy) -> None:
         size = self.inference_batch_size
@@ -348,7 +365,8 @@ class CollectionEngine:
             for src, buffer in zip(self._slot_root, self._chunk_root):
                 src.take(chunk, axis=0, out=buffer)
             uniform = None if noise is None else torch.from_numpy(noise[chunk, at])
-            acted = self.runner.act(self._chunk, uniform)  # leaves the chunk as it is
+            # leaves the chunk as it is
+            acted = self.runner.act(self._chunk, uniform, check_nan=not self._nan_per_batch)
             real, real_at = chunk[:count], at[:count]
             for buffer, dst in zip(self._chunk_root, out_root):
                 dst[real, real_at] = buffer[:count]
