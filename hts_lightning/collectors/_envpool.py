@@ -115,13 +115,13 @@ class EnvpoolExecutor:
         self._calls.send(action, env)
         self._in_flight += replicas.size
 
-    def write_steps_into(self, next_: dict, step: np.ndarray) -> None:
-        """Write each step's next keys at (replica, ``step[replica]``) of ``next_`` (numpy
-        views of a batch storage's next keys, [replicas, sync_interval, ...]) instead of the
+    def write_steps_into(self, next_: dict, row: np.ndarray) -> None:
+        """Write each step's next keys at row ``row[replica]`` of ``next_`` (numpy views of
+        a batch storage's next keys as [replicas * sync_interval, ...] rows) instead of the
         slots: the engine then copies nothing (a gather and a scatter of 7 keys a ``recv``).
-        The engine calls it at a batch's start with its step counts, which it raises only
-        after ``wait_ready`` returned the replica: a step is written where it belongs."""
-        self._storage = ({k: _rows(next_[k], 2) for k in _NEXT_KEYS}, step)
+        The engine calls it at a batch's start with its rows, which it moves on only after
+        ``wait_ready`` returned the replica: a step is written where it belongs."""
+        self._storage = ({k: _rows(next_[k]) for k in _NEXT_KEYS}, row)
 
     def wait_ready(self) -> np.ndarray:
         """The replicas whose step (and, at an episode end, reset) finished: those of one
@@ -180,8 +180,8 @@ class EnvpoolExecutor:
         if self._storage is None:
             out, at = self._next, env
         else:
-            out, step = self._storage
-            at = (env, step[env])
+            out, row = self._storage
+            at = row[env]
         out["observation"][at] = observation
         out["reward"][at] = np.clip(raw, -1.0, 1.0) if self._clip else raw
         out["done"][at] = done
@@ -273,7 +273,6 @@ class _PoolCalls:
         return env, observation, reward, done & ~truncated, truncated
 
 
-def _rows(array: np.ndarray, dims: int = 1) -> np.ndarray:
-    """``array`` with a ``(1,)``-shaped entry per index of its first ``dims`` dimensions
-    seen without that last dimension (a view)."""
-    return array[..., 0] if array.shape[dims:] == (1,) else array
+def _rows(array: np.ndarray) -> np.ndarray:
+    """``array`` with a ``(1,)``-shaped entry per row seen as a vector (a view)."""
+    return array[:, 0] if array.shape[1:] == (1,) else array
