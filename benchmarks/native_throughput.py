@@ -24,9 +24,13 @@ same number of replicas, W threads or processes, the same torch thread count):
   actions are categorical, so its actor is the same network with a categorical head.
   Preprocessing: envpool's defaults (it has no place for ours): Atari with fire-reset on.
 
-Steady state: one batch (or as many frames) of warm-up, then ``--batches`` batches timed.
+Steady state: one batch (or as many frames) of warm-up, then batches timed until both
+``--batches`` batches and ``--min-seconds`` have passed (4 CartPole batches are ~0.2 s, too
+short to tell a ratio from noise). ``--repeats`` rounds run the contenders in turn; the table
+gives each one's median, and a line per env the per-round ratio HTS envpool / hand loop (its
+median and range: the two contenders of one round ran next to each other).
 
-    .venv/bin/python benchmarks/native_throughput.py --output benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/native_throughput.py --repeats 5 --output benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class Setting:
     threads: int
     sync_interval: int
     batches: int
+    min_seconds: float = 0.0  # 0: exactly `batches` batches timed
 
     @property
     def frames_per_batch(self) -> int:
@@ -103,14 +108,26 @@ def _pool(setting: Setting):
 def _loop(setting: Setting, act: Callable[[np.ndarray], np.ndarray]) -> float:
     pool = _pool(setting)
     pool.async_reset()
-    warmup = setting.frames_per_batch // setting.chunk
-    timed = setting.batches * setting.frames_per_batch // setting.chunk
-    for i in range(warmup + timed):
-        if i == warmup:
-            start = time.perf_counter()
-        observation, _, _, _, info = pool.recv()
-        pool.send(act(observation), info["env_id"])
-    return timed * setting.chunk / (time.perf_counter() - start)
+    per_batch = setting.frames_per_batch // setting.chunk  # recvs of one batch's frames
+
+    def batch() -> int:
+        for _ in range(per_batch):
+            observation, _, _, _, info = pool.recv()
+            pool.send(act(observation), info["env_id"])
+        return per_batch * setting.chunk
+
+    return _steady(batch, setting)
+
+
+def _steady(batch: Callable[[], int], setting: Setting) -> float:
+    """Frames/s of ``batch()`` calls (each returns its frames) after one of warm-up, timed
+    until both ``setting.batches`` calls and ``setting.min_seconds`` have passed."""
+    batch()
+    start, frames, count = time.perf_counter(), 0, 0
+    while count < setting.batches or time.perf_counter() - start < setting.min_seconds:
+        frames += batch()
+        count += 1
+    return frames / (time.perf_counter() - start)
 
 
 def envpool_alone(setting: Setting, model) -> float:
@@ -137,10 +154,7 @@ def hand_loop(setting: Setting, model) -> float:
 def _timed(collector, setting: Setting) -> float:
     try:
         batches = iter(collector)
-        next(batches)
-        start = time.perf_counter()
-        frames = sum(next(batches).numel() for _ in range(setting.batches))
-        return frames / (time.perf_counter() - start)
+        return _steady(lambda: next(batches).numel(), setting)
     finally:
         collector.shutdown()
 
@@ -243,7 +257,8 @@ CONTENDERS: dict[str, Callable[[Setting, object], float]] = {
 HTS_NATIVE, HAND = "HTS envpool (native backend)", "hand loop (envpool async + batched inference)"
 
 
-def bench(setting: Setting, names: list[str], repeats: int) -> dict[str, float]:
+def bench(setting: Setting, names: list[str], repeats: int) -> dict[str, list[float]]:
+    """Each contender's frames/s in each round (the contenders in turn, round after round)."""
     model = make_model(GAMES[setting.env])
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
@@ -257,7 +272,22 @@ def bench(setting: Setting, names: list[str], repeats: int) -> dict[str, float]:
             samples[name].append(fps)
             load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
             print(f"[{setting.env}] round {round_ + 1} {name}: {fps:.0f} frames/s (load {load})")
-    return {name: statistics.median(found) for name, found in samples.items()}
+    return samples
+
+
+def round_ratios(results: dict[str, dict[str, list[float]]]) -> str:
+    """Per env, HTS envpool / hand loop in each round, with their median and range."""
+    lines = []
+    for env, samples in results.items():
+        if HTS_NATIVE in samples and HAND in samples:
+            ratios = [a / b for a, b in zip(samples[HTS_NATIVE], samples[HAND])]
+            lines.append(
+                f"- {env}: HTS envpool / hand loop per round "
+                + ", ".join(f"{r:.2f}" for r in ratios)
+                + f"; median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-"
+                f"{max(ratios):.2f}"
+            )
+    return "\n".join(lines)
 
 
 def table(results: dict[str, dict[str, float]], settings: dict[str, Setting]) -> str:
@@ -278,7 +308,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2, help="W: envpool threads / processes")
     parser.add_argument("--sync-interval", type=int)
-    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--batches", type=int, default=4, help="at least this many timed")
+    parser.add_argument(
+        "--min-seconds", type=float, default=3.0, help="time each contender at least this long"
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--contenders", nargs="+", choices=list(CONTENDERS), default=None)
     parser.add_argument("--output", type=Path)
@@ -291,13 +324,18 @@ def main(argv: list[str] | None = None) -> None:
             args.threads,
             args.sync_interval or SYNC_INTERVAL[env],
             args.batches,
+            args.min_seconds,
         )
         for env in args.envs
     }
-    results = {env: bench(setting, names, args.repeats) for env, setting in settings.items()}
+    rounds = {env: bench(setting, names, args.repeats) for env, setting in settings.items()}
+    medians = {
+        env: {name: statistics.median(found) for name, found in samples.items()}
+        for env, samples in rounds.items()
+    }
     described = "; ".join(
         f"{s.env}: {s.num_envs} envs, W={s.threads}, sync_interval={s.sync_interval}, "
-        f"{s.batches} timed batches, hand-loop chunk {s.chunk}"
+        f"timed >= {s.batches} batches and >= {s.min_seconds:g} s, hand-loop chunk {s.chunk}"
         for s in settings.values()
     )
     text = "\n\n".join(
@@ -307,7 +345,8 @@ def main(argv: list[str] | None = None) -> None:
             report.machine_line() + f"; load average at the end {report.load_str(os.getloadavg())}",
             f"Command: `{report.command_line()}`\n\nSettings: {described}; repeats="
             f"{args.repeats} (median); torch threads max(1, cores - W) for all.",
-            table(results, settings),
+            table(medians, settings),
+            round_ratios(rounds),
         ]
     )
     report.emit(text, args.output)

@@ -43,6 +43,8 @@ class EnvpoolExecutor:
     #: Root keys no step changes (a root is never done: an ended episode is reset first),
     #: left at the layout's False; the engine writes them once a batch.
     constant_root_keys = ("done", "terminated", "truncated")
+    #: The next keys :meth:`write_steps_into` writes straight into a batch's storage.
+    next_keys_written = _NEXT_KEYS
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class EnvpoolExecutor:
         self._idle_fillers = list(range(self._num_envs, self._num_envs + self._batch - 1))
         self._fillers_in_flight = 0
         self._idle_ids: list[np.ndarray] = []  # resets and fillers to send with the idle action
+        self._storage: tuple[dict, np.ndarray] | None = None  # see write_steps_into
         self._stopping = False
         self._pool = self._calls = None
 
@@ -111,6 +114,14 @@ class EnvpoolExecutor:
             self._idle_ids = []
         self._calls.send(action, env)
         self._in_flight += replicas.size
+
+    def write_steps_into(self, next_: dict, row: np.ndarray) -> None:
+        """Write each step's next keys at row ``row[replica]`` of ``next_`` (numpy views of
+        a batch storage's next keys as [replicas * sync_interval, ...] rows) instead of the
+        slots: the engine then copies nothing (a gather and a scatter of 7 keys a ``recv``).
+        The engine calls it at a batch's start with its rows, which it moves on only after
+        ``wait_ready`` returned the replica: a step is written where it belongs."""
+        self._storage = ({k: _rows(next_[k]) for k in _NEXT_KEYS}, row)
 
     def wait_ready(self) -> np.ndarray:
         """The replicas whose step (and, at an episode end, reset) finished: those of one
@@ -166,14 +177,18 @@ class EnvpoolExecutor:
         steps = self._steps[env] + 1
         self._returns[env] = returns
         self._steps[env] = steps
-        out = self._next
-        out["observation"][env] = observation
-        out["reward"][env] = np.clip(raw, -1.0, 1.0) if self._clip else raw
-        out["done"][env] = done
-        out["terminated"][env] = terminated
-        out["truncated"][env] = truncated
-        out["episode_reward"][env] = returns
-        out["step_count"][env] = steps
+        if self._storage is None:
+            out, at = self._next, env
+        else:
+            out, row = self._storage
+            at = row[env]
+        out["observation"][at] = observation
+        out["reward"][at] = np.clip(raw, -1.0, 1.0) if self._clip else raw
+        out["done"][at] = done
+        out["terminated"][at] = terminated
+        out["truncated"][at] = truncated
+        out["episode_reward"][at] = returns
+        out["step_count"][at] = steps
         if done.any():  # auto-reset: the env resets on its next send, whatever the action
             ended = env[done]
             self._resetting[ended] = True

@@ -176,3 +176,27 @@ def test_a_policy_that_turns_nan_is_refused_with_the_cause_and_the_fix():
                 policy.module[0].module[-1].bias.fill_(float("nan"))
             collector.update_policy_weights_()
     assert len(batches) == 2  # batch 1 used the weights before the update (lag one)
+
+
+def test_envpool_workers_refuse_the_batch_collected_with_nan_logits():
+    """The native backend's default (worker inference, a categorical head on the CPU) checks
+    for NaN once a batch, on the stored logits: the batch collected with NaN weights raises
+    the same error, naming the cause, and the batches before it were finite."""
+    from hts_lightning.envs import env_factory
+
+    make = env_factory("CartPole-v1", backend="envpool")
+    policy = _policy((4,), (2,))
+    assert _runner(policy).nan_check_per_batch is False  # until prepare finds the head
+    collector = HTSCollector(
+        make, policy, num_envs=4, num_workers=1, sync_interval=8, total_frames=4 * 8 * 4
+    )
+    batches = []
+    with collector, pytest.raises(RuntimeError, match=r"got NaN 'logits'.*lower the learning"):
+        for batch in collector:
+            batches.append(batch)
+            assert torch.isfinite(batch["logits"]).all()
+            with torch.no_grad():
+                for parameter in policy.module[1].parameters():
+                    parameter.fill_(float("nan"))
+            collector.update_policy_weights_()
+    assert len(batches) == 2  # batch 1 used the weights before the update (lag one)
