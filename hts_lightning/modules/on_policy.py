@@ -15,6 +15,7 @@ import os
 import statistics
 import time
 from collections import deque
+from contextlib import nullcontext
 
 import torch
 from lightning import Callback, LightningModule
@@ -230,6 +231,7 @@ class OnPolicyModule(LightningModule):
         self._steps: LightningSteps | None = None
         self._advantages: OneCallGAE | None = None
         self._parameter_list: list[torch.nn.Parameter] | None = None
+        self._lean_loss = None
 
     # --- for the algorithms ----------------------------------------------------------------
 
@@ -245,6 +247,9 @@ class OnPolicyModule(LightningModule):
             lmbda=self.hparams.gae_lambda,
             value_network=self.critic,
         )
+        # The gradient step's loss call: a dict of terms where the loss offers one (no output
+        # TensorDict; see LeanClipPPOLoss.lean_loss), else the TorchRL loss's TensorDict.
+        self._lean_loss = getattr(loss, "lean_loss", None)
         # The training step's advantages: the same estimator, the critic called once.
         self._advantages = OneCallGAE(loss.value_estimator)
         self.behaviour = BehaviourParameters(loss)
@@ -259,6 +264,8 @@ class OnPolicyModule(LightningModule):
         """A context in which the parameters are those this update's gradient is taken at
         (:attr:`gradient_version`'s: the behaviour parameters for ``"delayed"``, the current
         ones for ``"current"``); the current ones come back on exit, gradients stay on them."""
+        if self.gradient_version == self.updates:
+            return nullcontext()  # ~10 us a step less than the snapshot's generator context
         return self.behaviour.at(self.gradient_version, current=self.updates)
 
     def gradient_step(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
@@ -269,8 +276,9 @@ class OnPolicyModule(LightningModule):
         optimizer.zero_grad()
         steps = self._steps or LightningSteps(self.trainer, self)
         with self.gradient_parameters():
-            losses = self.loss_module(data)
-            total = sum(v for k, v in losses.items() if k.startswith("loss_"))
+            losses = (self._lean_loss or self.loss_module)(data)
+            terms = [v for k, v in losses.items() if k.startswith("loss_")]
+            total = sum(terms[1:], terms[0])  # sum(terms) would add a 0 + first op and node
             steps.backward(total)
         max_norm = self.hparams.max_grad_norm or float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self._loss_parameters(), max_norm)
