@@ -271,8 +271,8 @@ class OnPolicyModule(LightningModule):
         of :attr:`gradient_mode` (behaviour or current), the step is applied to the current
         parameters. Returns the detached loss terms and the gradient norm."""
         optimizer = self.optimizers()
-        optimizer.zero_grad()
         steps = self._steps or LightningSteps(self.trainer, self)
+        steps.zero_grad(optimizer)
         with self.gradient_parameters():
             losses = (self._lean_loss or self.loss_module)(data)
             terms = [v for k, v in losses.items() if k.startswith("loss_")]
