@@ -4,8 +4,9 @@ leave every number as it was.
 A2C (delayed and current gradient), PPO (current and delayed gradient, several minibatches;
 one minibatch with a shared trunk) and ACKTR train 6 updates each on CartPole in one process
 (``num_workers=0``: the same batches as with worker processes). ``--save`` writes their
-parameters, optimizer states, ``global_step`` and callback metrics; ``--compare`` says what
-differs between two such files. Run ``--save`` once per checkout with ``PYTHONPATH`` at it:
+parameters, optimizer states, ``global_step`` and the last update's metrics; ``--compare``
+says what differs between two such files. Run ``--save`` once per checkout with
+``PYTHONPATH`` at it:
 
     git archive main | tar -x -C /tmp/main
     PYTHONPATH=/tmp/main python benchmarks/same_parameters.py --save /tmp/main.pt
@@ -66,7 +67,9 @@ def train_all(path: str) -> None:
         out[name] = {
             "parameters": {k: v.detach().clone() for k, v in module.state_dict().items()},
             "counts": (trainer.global_step, module.updates),
-            "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
+            # Every metric of the last update (Lightning's callback metrics hold only those
+            # a callback reads: none here).
+            "metrics": dict(module.last_metrics),
             "optimizer": trainer.optimizers[0].state_dict(),
         }
     torch.save(out, path)

@@ -52,6 +52,18 @@ class LightningSteps:
         self.strategy = trainer.strategy
         self.direct = _hooks_are_no_ops(trainer, module)
 
+    @staticmethod
+    def zero_grad(optimizer: LightningOptimizer) -> None:
+        """``optimizer.zero_grad()``; where that is torch's own, its effect (every gradient set
+        to ``None``) without the profiler scope it opens, ~8 us a call."""
+        inner = optimizer.optimizer
+        if type(inner).zero_grad is not torch.optim.Optimizer.zero_grad:
+            optimizer.zero_grad()
+            return
+        for group in inner.param_groups:
+            for parameter in group["params"]:
+                parameter.grad = None
+
     def backward(self, loss: torch.Tensor) -> None:
         """``module.manual_backward(loss)``."""
         if not self.direct:

@@ -15,6 +15,7 @@ import os
 import statistics
 import time
 from collections import deque
+from contextlib import nullcontext
 
 import torch
 from lightning import Callback, LightningModule
@@ -35,6 +36,7 @@ from hts_lightning.envs import env_factory
 from hts_lightning.models import NatureCNN, make_actor_critic
 from hts_lightning.modules.advantages import OneCallGAE
 from hts_lightning.modules.behaviour import BehaviourParameters
+from hts_lightning.modules.callback_metrics import PROGRESS_BAR, read_by_callbacks
 from hts_lightning.modules.collection import CollectionBinding
 from hts_lightning.modules.lightning_steps import LightningSteps
 from hts_lightning.ranks import episode_end_values, mean_over_ranks, standardized
@@ -59,12 +61,6 @@ def num_updates(total_frames: int | None, frames_per_batch: int) -> int | None:
     return None if total_frames is None else -(-total_frames // frames_per_batch)
 
 
-#: Lightning's callback metrics: what the progress bar shows, and the returns a
-#: ModelCheckpoint or EarlyStopping would monitor. The rest reach the loggers only.
-_PROGRESS_BAR = ("perf/frames", "perf/fps", "rollout/return_last_20")
-_MONITORED = ("rollout/episode_return", "rollout/episode_length")
-
-
 class OnPolicyModule(LightningModule):
     """Shared skeleton of A2C, PPO and ACKTR; the collector is the Trainer's data source.
 
@@ -87,8 +83,10 @@ class OnPolicyModule(LightningModule):
 
     Every update's metrics (``rollout/``, ``perf/``, ``time/``, ``train/``...) go to the
     loggers with the env-frame count as step, and stay in :attr:`last_metrics` for
-    callbacks. Lightning's callback metrics (progress bar, checkpoint and early-stopping
-    monitors) hold ``perf/frames``, ``perf/fps`` and the ``rollout/`` returns and lengths.
+    callbacks. Lightning's callback metrics hold those the callbacks read (any metric a
+    checkpoint or early-stopping callback monitors; ``perf/frames``, ``perf/fps`` and
+    ``rollout/return_last_20`` when a progress bar shows them), see
+    :func:`~hts_lightning.modules.callback_metrics.read_by_callbacks`.
 
     Args (keyword-only):
         env_id: gymnasium / ALE id, or ``"VariableLatency"``.
@@ -230,6 +228,8 @@ class OnPolicyModule(LightningModule):
         self._steps: LightningSteps | None = None
         self._advantages: OneCallGAE | None = None
         self._parameter_list: list[torch.nn.Parameter] | None = None
+        self._lean_loss = None
+        self._read_by_callbacks: frozenset[str] = frozenset()
 
     # --- for the algorithms ----------------------------------------------------------------
 
@@ -245,6 +245,9 @@ class OnPolicyModule(LightningModule):
             lmbda=self.hparams.gae_lambda,
             value_network=self.critic,
         )
+        # The gradient step's loss call: a dict of terms where the loss offers one (no output
+        # TensorDict; see LeanClipPPOLoss.lean_loss), else the TorchRL loss's TensorDict.
+        self._lean_loss = getattr(loss, "lean_loss", None)
         # The training step's advantages: the same estimator, the critic called once.
         self._advantages = OneCallGAE(loss.value_estimator)
         self.behaviour = BehaviourParameters(loss)
@@ -259,6 +262,8 @@ class OnPolicyModule(LightningModule):
         """A context in which the parameters are those this update's gradient is taken at
         (:attr:`gradient_version`'s: the behaviour parameters for ``"delayed"``, the current
         ones for ``"current"``); the current ones come back on exit, gradients stay on them."""
+        if self.gradient_version == self.updates:
+            return nullcontext()  # ~10 us a step less than the snapshot's generator context
         return self.behaviour.at(self.gradient_version, current=self.updates)
 
     def gradient_step(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
@@ -266,11 +271,12 @@ class OnPolicyModule(LightningModule):
         of :attr:`gradient_mode` (behaviour or current), the step is applied to the current
         parameters. Returns the detached loss terms and the gradient norm."""
         optimizer = self.optimizers()
-        optimizer.zero_grad()
         steps = self._steps or LightningSteps(self.trainer, self)
+        steps.zero_grad(optimizer)
         with self.gradient_parameters():
-            losses = self.loss_module(data)
-            total = sum(v for k, v in losses.items() if k.startswith("loss_"))
+            losses = (self._lean_loss or self.loss_module)(data)
+            terms = [v for k, v in losses.items() if k.startswith("loss_")]
+            total = sum(terms[1:], terms[0])  # sum(terms) would add a 0 + first op and node
             steps.backward(total)
         max_norm = self.hparams.max_grad_norm or float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self._loss_parameters(), max_norm)
@@ -360,6 +366,7 @@ class OnPolicyModule(LightningModule):
         # Decided once per fit: the callbacks, strategy and precision do not change within it.
         self._steps = LightningSteps(self.trainer, self)
         self._parameter_list = None
+        self._read_by_callbacks = read_by_callbacks(self.trainer)
         self._started = time.perf_counter()
         self._last_step_end = self._started
 
@@ -423,15 +430,14 @@ class OnPolicyModule(LightningModule):
         self.last_metrics = values
         for logger in self.loggers:
             logger.log_metrics(values, step=self.frames)
-        # Lightning's callback metrics (progress bar, ModelCheckpoint and EarlyStopping
-        # monitors) get the rollout returns and the frame count and rate only: its log costs
-        # ~0.5 ms a key and update (_ResultMetric.to walks the metric's attributes on every
-        # call), 4.3-4.7 ms an update for the 8 keys of every non-train metric.
-        progress = {k: values[k] for k in _PROGRESS_BAR if k in values}
-        self.log_dict(progress, prog_bar=True, logger=False, on_step=True, on_epoch=False)
-        monitored = {k: values[k] for k in _MONITORED if k in values}
-        if monitored:
-            self.log_dict(monitored, logger=False, on_step=True, on_epoch=False)
+        # Lightning's callback metrics get what its callbacks read only (see read_by_callbacks).
+        read = self._read_by_callbacks
+        bar = {k: values[k] for k in PROGRESS_BAR if k in read and k in values}
+        if bar:
+            self.log_dict(bar, prog_bar=True, logger=False, on_step=True, on_epoch=False)
+        other = {k: values[k] for k in sorted(read.difference(PROGRESS_BAR)) if k in values}
+        if other:
+            self.log_dict(other, logger=False, on_step=True, on_epoch=False)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The class (for hts-rl evaluate), the progress counters (a resumed run logs at the

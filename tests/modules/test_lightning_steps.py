@@ -58,3 +58,29 @@ def test_an_overridden_step_hook_runs_every_step_and_trains_the_same_parameters(
     assert trainer.global_step == 12
     for (name, a), b in zip(direct.state_dict().items(), wrapped.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_zero_grad_sets_gradients_to_none_or_calls_an_own_zero_grad():
+    """torch's zero_grad is replaced by its effect (every gradient None); an optimizer with
+    its own zero_grad gets that called."""
+    from lightning.pytorch.core.optimizer import LightningOptimizer
+
+    from hts_lightning.modules.lightning_steps import LightningSteps
+
+    class _Counting(torch.optim.SGD):
+        calls = 0
+
+        def zero_grad(self, set_to_none: bool = True) -> None:
+            _Counting.calls += 1
+            super().zero_grad(set_to_none)
+
+    net = torch.nn.Linear(3, 2)
+    for optimizer, calls in (
+        (torch.optim.Adam(net.parameters()), 0),
+        (_Counting(net.parameters(), lr=0.1), 1),
+    ):
+        net(torch.ones(1, 3)).sum().backward()
+        assert all(p.grad is not None for p in net.parameters())
+        LightningSteps.zero_grad(LightningOptimizer(optimizer))
+        assert all(p.grad is None for p in net.parameters())
+        assert _Counting.calls == calls

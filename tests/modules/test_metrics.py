@@ -49,17 +49,40 @@ def test_every_update_is_logged_with_its_frame_count_as_step(tmp_path):
     assert len(last) == 17 and module.last_metrics["perf/policy_lag"] == 1.0
     assert {name: value for name, (_, value) in last.items()} == module.last_metrics
     assert {step for step, _ in last.values()} == {512}
-    # Lightning's callback metrics hold the returns, frames and fps; the bar shows three.
+    # No callback reads Lightning's callback metrics here (no bar, no monitor): none logged.
+    assert trainer.callback_metrics == {}
+
+
+def test_callback_metrics_hold_what_the_callbacks_read():
+    """Lightning's callback metrics hold the keys monitored (any metric) and, with a progress
+    bar, the frames, fps and recent return it shows; each with the update's value."""
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    module = PPO(
+        env_id="CartPole-v1",
+        num_envs=4,
+        num_workers=0,
+        sync_interval=16,
+        total_frames=6 * 64,
+        epochs=1,
+        minibatches=2,
+    )
+    early = EarlyStopping(monitor="train/kl_approx", mode="max", patience=100, check_finite=False)
+    returns = ModelCheckpoint(monitor="rollout/episode_return", save_top_k=0)
+    trainer = quiet_trainer(early, returns, enable_progress_bar=True, enable_checkpointing=True)
+    trainer.fit(module)
     metrics = trainer.callback_metrics
     assert sorted(metrics) == [
         "perf/fps",
         "perf/frames",
-        "rollout/episode_length",
         "rollout/episode_return",
         "rollout/return_last_20",
+        "train/kl_approx",
     ]
-    for key, value in metrics.items():  # Lightning keeps them as float32 tensors
-        assert float(value) == pytest.approx(module.last_metrics[key], rel=1e-6), key
+    assert float(metrics["perf/frames"]) == 6 * 64
+    for key in ("perf/fps", "rollout/return_last_20", "train/kl_approx"):
+        # Lightning keeps them as float32 tensors
+        assert float(metrics[key]) == pytest.approx(module.last_metrics[key], rel=1e-6), key
     assert sorted(trainer.progress_bar_metrics) == [
         "perf/fps",
         "perf/frames",

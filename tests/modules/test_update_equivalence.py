@@ -199,3 +199,29 @@ def test_lean_loss_takes_an_asymmetric_clip_epsilon_as_clip_ppo_loss():
         got["loss_objective"], expected["loss_objective"], rtol=1e-6, atol=1e-7
     )
     torch.testing.assert_close(got["clip_fraction"], expected["clip_fraction"])
+
+
+def test_lean_loss_per_row_diagnostics_average_to_the_forward_bitwise():
+    """The update's loss call (a dict, clip fraction and KL per row) gives forward's terms,
+    and ``mean_per_key`` averages the rows of all steps at once to the bits of the per-step
+    means averaged over steps (what the update logged before)."""
+    from hts_lightning.modules.ppo import mean_per_key
+
+    module = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=16, seed=4)
+    loss = module.loss_module
+    steps, expected = [], []
+    for seed in range(3):
+        data = _clip_data(module, seed=seed)
+        lean, out = loss.lean_loss(data.clone()), loss(data.clone())
+        assert lean["clip_fraction"].dtype == torch.bool and lean["kl_approx"].shape == (64,)
+        assert sorted(lean) == sorted(out.keys())
+        for key, value in lean.items():
+            assert torch.equal(value.float().mean() if value.dim() else value, out[key]), key
+        steps.append({k: v.detach() for k, v in lean.items()})
+        expected.append({k: v.detach() for k, v in out.items()})
+    means = mean_per_key(steps)
+    names = sorted(expected[0])
+    per_step = torch.stack([torch.stack([step[k] for k in names]) for step in expected])
+    assert list(means) == names
+    assert torch.equal(torch.stack(list(means.values())), per_step.mean(0))
+    assert 0 < float(means["clip_fraction"]) < 1
