@@ -1,7 +1,7 @@
 """The training step's advantages (OneCallGAE: the critic once over observations and next
 observations, TorchRL's GAE on the values) against the loss's own TorchRL GAE: bit for bit
-with MLP and players' critics; a critic with convolutions keeps TorchRL's own call (under
-vmap they differ from any direct call, one or two, by ~1 ulp)."""
+with MLP and players' critics; a critic with convolutions once per distinct observation, in
+chunks (to float rounding: under vmap TorchRL's call differs from any direct one by ~1 ulp)."""
 
 from __future__ import annotations
 
@@ -73,18 +73,46 @@ def test_mlp_critic_bitwise_as_the_loss_estimator(shared_trunk):
     _assert_same_as_estimator(module.loss_module.value_estimator, _random_batch((4,)))
 
 
-def test_pixel_critic_keeps_torchrl_s_call_bitwise():
+def _trajectory_batch(observation_shape, envs=3, steps=300, resets=((0, 40), (2, 299)), seed=0):
+    """A [envs, steps] uint8 batch laid out as a collector writes one: each step's next
+    observation is the following step's observation, except after the ``resets`` (env, step),
+    where the following step starts from a new frame."""
+    generator = torch.Generator().manual_seed(seed)
+    frames = torch.randint(0, 256, (envs, steps + 1, *observation_shape), generator=generator)
+    batch = _random_batch(observation_shape, envs, steps, seed=seed)
+    batch["observation"] = frames[:, :-1].to(torch.uint8)
+    batch["next", "observation"] = frames[:, 1:].to(torch.uint8).clone()
+    for env, step in resets:
+        if step + 1 < steps:
+            batch["observation"][env, step + 1] = torch.randint(
+                0, 256, observation_shape, generator=generator
+            )
+    return batch
+
+
+def test_pixel_critic_once_per_distinct_observation():
     # The Nature CNN on uint8 frames (a small image keeps the test fast).
     spec = Composite(observation=Unbounded((4, 44, 44), dtype=torch.uint8))
     critic = make_actor_critic(spec, OneHot(6)).get_value_operator()
     estimator = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
     estimate = OneCallGAE(estimator)
-    assert not estimate.one_call
-    batch = _random_batch((4, 44, 44), dtype=torch.uint8)
+    assert estimate.one_call and estimate.pixels
+    rows = []
+    critic.register_forward_hook(lambda module, args, out: rows.append(out.batch_size[0]))
+    batch = _trajectory_batch((4, 44, 44))
     with torch.no_grad():
-        got, expected = estimate(batch.clone()), estimator(batch.clone())
+        got = estimate(batch.clone())
+        assert sum(rows) == 3 * 300 + 3 + 1  # every observation, each env's last next one,
+        assert max(rows) == 64  # and the next observation of the reset at (0, 40)
+        again = estimate(batch.clone())
+        expected = estimator(batch.clone())
     for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
-        assert torch.equal(got[key], expected[key]), key
+        assert torch.equal(got[key], again[key]), key  # deterministic
+        torch.testing.assert_close(got[key], expected[key], rtol=0, atol=1e-6)
+    # A next observation that follows takes the following step's value itself.
+    assert torch.equal(got["next", "state_value"][1, :-1], got["state_value"][1, 1:])
+    assert not torch.equal(got["next", "state_value"][0, 40], got["state_value"][0, 41])
+    assert got["advantage"].abs().sum() > 0
 
 
 def test_players_critic_bitwise_as_the_loss_estimator():
