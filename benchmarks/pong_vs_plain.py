@@ -8,7 +8,10 @@ weights) and its update is ``_plain_ppo.update``, which the PPO module's update 
 for number (``tests/modules/test_update_equivalence.py``): the recipe's settings, 4 epochs x 4
 minibatches, clip 0.1, lr 2.5e-4, torch's default threads. ``hts-rl fit --config
 recipes/atari/pong_ppo.yaml`` runs as a user runs it (2 worker processes, MLflow, checkpoint).
-Each run is a fresh process, timed from its start to its exit, contenders alternating.
+Each run is a fresh process, timed from its start to its exit, contenders alternating; its CPU
+seconds (its process tree's, from ``getrusage``) say how busy it kept the cores. A loop that
+keeps the cores busy leaves overlap nothing to win: no contender doing the same work can beat
+it by more than cores x wall / CPU seconds.
 ``--before PATH`` adds ``hts-rl`` with ``PYTHONPATH=PATH`` (an older checkout) as a third;
 ``--variants`` adds the recipe with other settings (:data:`VARIANTS`) as contenders of their own.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -117,6 +121,12 @@ def _command(contender: str, frames: int, seed: int) -> tuple[list[str], dict]:
     return command, env
 
 
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes (and theirs, when waited)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=16_384)
@@ -134,29 +144,40 @@ def main(argv=None) -> None:
     work = Path(tempfile.mkdtemp(prefix="pong_vs_plain-"))
     print(f"machine: {os.cpu_count()} cores; {args.frames} frames per run; runs in {work}")
     walls: dict[str, list[float]] = {c: [] for c in contenders}
+    cpus: dict[str, list[float]] = {c: [] for c in contenders}
     for repeat in range(args.repeats):
         for contender in contenders if repeat % 2 == 0 else contenders[::-1]:
             command, env = _command(contender, args.frames, args.seed)
             load = os.getloadavg()[0]
-            started = time.perf_counter()
+            cpu_before, started = _children_cpu(), time.perf_counter()
             done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
             wall = time.perf_counter() - started
+            cpu = _children_cpu() - cpu_before
             if done.returncode != 0:
                 sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
                 raise SystemExit(f"{contender} exited with {done.returncode}")
             walls[contender].append(wall)
-            print(f"{contender}: {wall:.1f} s (load {load:.2f} at start)", flush=True)
+            cpus[contender].append(cpu)
+            busy = cpu / (wall * os.cpu_count())
+            print(
+                f"{contender}: {wall:.1f} s, {cpu:.1f} CPU s ({busy:.0%} of the cores; "
+                f"load {load:.2f} at start)",
+                flush=True,
+            )
             # The plain loop's update times: what no overlap can hide (the update's share).
             updates = [line for line in done.stdout.splitlines() if line.startswith("plain: ")]
             if updates:
                 print("\n".join(f"  {line}" for line in updates), flush=True)
     plain = statistics.median(walls["plain"])
     for contender, values in walls.items():
-        median = statistics.median(values)
+        median, cpu = statistics.median(values), statistics.median(cpus[contender])
         print(
             f"{contender}: median {median:.1f} s over {len(values)} runs "
             f"({', '.join(f'{v:.1f}' for v in values)}); plain / {contender} = {plain / median:.2f}"
+            f"; median {cpu:.1f} CPU s ({cpu / (median * os.cpu_count()):.0%} of the cores)"
         )
+    cores = os.cpu_count() * plain / statistics.median(cpus["plain"])
+    print(f"the most any contender with the plain loop's CPU work can gain on it: {cores:.2f}x")
     print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -133,6 +133,7 @@ def build_backend(
             inference_batch_size=collector.inference_batch_size,
             num_workers=num_workers,
             mp_context=mp_context(collector._mp_start_method),
+            first_replica=collector.replica_offset,
             on_env_error=collector.on_env_error,
             niceness=collector.worker_niceness,
             native_threads=num_workers if native else None,
@@ -169,6 +170,7 @@ def build_backend(
         slots=slots,
         layout=layout,
         inference_batch_size=collector.inference_batch_size,
+        first_replica=collector.replica_offset,
         should_stop=getattr(executor, "stopping", None),
     )
     return MainInference(

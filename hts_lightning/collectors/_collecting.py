@@ -37,6 +37,7 @@ def _collecting_worker(
     uniforms: list,
     layout: Layout,
     inference_batch_size: int,
+    first_replica: int,
     stop_flag: torch.Tensor,
     on_env_error: str,
     niceness: int,
@@ -69,6 +70,7 @@ def _collecting_worker(
             slots=slots,
             layout=layout,
             inference_batch_size=inference_batch_size,
+            first_replica=first_replica + block[0],
             should_stop=lambda: bool(stop[0]),
         )
         running = send(conn, READY)
@@ -146,6 +148,7 @@ class CollectingWorkers:
         inference_batch_size: int,
         num_workers: int,
         mp_context,
+        first_replica: int = 0,
         on_env_error: str = "raise",
         niceness: int = 0,
         native_threads: int | None = None,
@@ -168,6 +171,7 @@ class CollectingWorkers:
             uniforms,
             layout,
             inference_batch_size,
+            first_replica,  # the global index of replica 0 (a rank's shard starts later)
             self._stop_flag,
             on_env_error,
             niceness,

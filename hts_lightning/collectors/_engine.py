@@ -287,9 +287,16 @@ class CollectionEngine:
         slots: TensorDictBase,
         layout: Layout,
         inference_batch_size: int,
+        first_replica: int = 0,
         should_stop: Callable[[], bool] | None = None,
     ):
         self.executor = executor
+        # A replica always acts from the same row of the same inference shape: row (global
+        # replica index) mod inference_batch_size, whatever the worker layout or the timing.
+        # Kernels may round a row by its place in the call (MKL's AVX-512 matmuls, the
+        # scalar tail of torch's elementwise loops: benchmarks/row_place.py); a fixed place
+        # keeps the bits.
+        self.first_replica = first_replica
         self.should_stop = should_stop or (lambda: False)
         self.runner = runner
         self.inference_batch_size = inference_batch_size
@@ -359,11 +366,10 @@ class CollectionEngine:
     def _act(self, replicas, row, noise, out_root, out_policy) -> None:
         size = self.inference_batch_size
         replicas = np.sort(replicas)
-        for start in range(0, replicas.size, size):
-            chunk = replicas[start : start + size]
-            count = chunk.size
-            if count < size:  # pad by repeating a row: the inference shape never changes
-                chunk = np.concatenate([chunk, np.full(size - count, chunk[0])])
+        for real in _calls(replicas, size, self.first_replica):
+            places = (real + self.first_replica) % size  # each replica's own row
+            chunk = np.full(size, real[0])  # unused rows repeat one: a fixed inference shape
+            chunk[places] = real
             at = row[chunk]
             # Gathered into buffers kept from call to call: no TensorDict built per chunk.
             for src, buffer in zip(self._slot_root, self._chunk_root):
@@ -371,14 +377,27 @@ class CollectionEngine:
             uniform = None if noise is None else torch.from_numpy(noise.take(at, axis=0))
             # leaves the chunk as it is
             acted = self.runner.act(self._chunk, uniform, check_nan=not self._nan_per_batch)
-            real, real_at = chunk[:count], at[:count]
+            real_at = row[real]
             for buffer, dst in zip(self._chunk_root, out_root):
-                dst[real_at] = buffer[:count]
+                dst[real_at] = buffer[places]
             for key, dst in zip(self.policy_keys, out_policy):
-                dst[real_at] = acted.get(key).numpy()[:count]
+                dst[real_at] = acted.get(key).numpy()[places]
             for key, dst in zip(self.action_keys, self._slot_action):
-                dst[real] = acted.get(key).numpy()[:count]
+                dst[real] = acted.get(key).numpy()[places]
             self.executor.send(real)
+
+
+def _calls(replicas: np.ndarray, size: int, first_replica: int) -> list[np.ndarray]:
+    """The (sorted) ready replicas split into inference calls in which no two share a row:
+    call k takes the k-th ready replica of each row. Replicas within ``size`` of each other
+    never share one (a worker's block of at most a chunk: one call)."""
+    if replicas[-1] - replicas[0] < size:
+        return [replicas]
+    places = (replicas + first_replica) % size
+    order = np.argsort(places, kind="stable")  # by row, then by replica
+    by_place = places[order]
+    rank = np.arange(replicas.size) - np.searchsorted(by_place, by_place)
+    return [np.sort(replicas[order[rank == k]]) for k in range(int(rank.max()) + 1)]
 
 
 def _rows(tensor: torch.Tensor, key) -> np.ndarray:

@@ -11,10 +11,12 @@ from torchrl.modules.distributions import OneHotCategorical
 from hts_lightning import HTSCollector
 
 
-def sampling_policy(in_features: int = 1, num_actions: int = 2, seed: int = 0):
+def sampling_policy(
+    in_features: int = 1, num_actions: int = 2, seed: int = 0, num_cells: tuple = (16,)
+):
     """An MLP actor that samples one-hot actions and reports their log-probabilities."""
     torch.manual_seed(seed)
-    net = MLP(in_features=in_features, out_features=num_actions, num_cells=[16])
+    net = MLP(in_features=in_features, out_features=num_actions, num_cells=list(num_cells))
     module = TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
     return ProbabilisticActor(
         module,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import pytest
 import torch
 
@@ -59,6 +60,53 @@ def test_inference_in_workers_or_in_main_process_gives_the_same_batches():
         for inference in ("workers", "main")
     ]
     assert_bitwise_equal(*runs)
+
+
+@pytest.mark.parametrize("inference_batch_size", [6, 4])
+def test_a_replica_acts_from_its_own_row_whatever_the_layout_and_timing(inference_batch_size):
+    """6 replicas over 1, 2 and 3 workers start workers at replicas 0, 3 and 2, and
+    main-process inference acts on whichever replicas timing makes ready (at 4 rows, replicas
+    0 and 4 then share row 0 and take two calls). With the CartPole recipe's shapes (4 inputs,
+    two 64-cell layers, 2 actions) MKL's AVX-512 kernels round a row by its place in the call
+    (an Intel Xeon, benchmarks/row_place.py): these runs differed there while a replica's row
+    followed its worker's block or the timing. A CPU without such kernels passes either way."""
+    env = partial(
+        VariableLatencyEnv,
+        distribution="exponential",
+        mean=0.001,
+        obs_dim=4,
+        num_actions=2,
+        episode_length=15,
+    )
+    policy = partial(sampling_policy, in_features=4, num_actions=2, num_cells=(64, 64), seed=4)
+    runs = [
+        collect(
+            env,
+            policy(),
+            num_workers=workers,
+            num_envs=6,
+            sync_interval=10,
+            batches=2,
+            seed=5,
+            inference=inference,
+            inference_batch_size=inference_batch_size,
+        )
+        for workers, inference in [(1, "workers"), (2, "workers"), (3, "workers"), (2, "main")]
+    ]
+    for run in runs[1:]:
+        assert_bitwise_equal(runs[0], run)
+
+
+def test_ready_replicas_that_share_a_row_take_separate_calls():
+    from hts_lightning.collectors._engine import _calls
+
+    def calls(replicas, first_replica=0):
+        return [c.tolist() for c in _calls(np.array(replicas), 8, first_replica)]
+
+    assert calls([0, 3, 4, 8, 11, 16]) == [[0, 3, 4], [8, 11], [16]]
+    assert calls(list(range(2, 10))) == [list(range(2, 10))]  # rows 2..7, 0, 1: one call
+    # A shard from global replica 5: its replicas 3 and 11 are global 8 and 16, both row 0.
+    assert calls([3, 5, 11], first_replica=5) == [[3, 5], [11]]
 
 
 def test_inference_in_workers_needs_workers_and_a_cpu():
