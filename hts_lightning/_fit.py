@@ -5,6 +5,7 @@ only for these commands: it is where Lightning, MLflow and the training modules 
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import logging
 import os
@@ -138,7 +139,11 @@ def fit(argv: list[str] | None) -> int:
         warnings.filterwarnings("ignore", message=message)
     stop = StopOnSignal()
     try:
-        _HtsCLI(
+        # In a context of its own: jsonargparse leaves its parser in a context variable, and
+        # the parser reaches the CLI, the module and the collector's env snapshots, which then
+        # outlived the run (ale_py's printed ~40 "leaked instance" lines at exit).
+        contextvars.copy_context().run(
+            _HtsCLI,
             OnPolicyModule,
             subclass_mode_model=True,
             args=argv,

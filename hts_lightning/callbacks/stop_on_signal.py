@@ -138,5 +138,9 @@ class StopOnSignal(Callback):
 
     def _restore(self) -> None:
         for signum, handler in self._previous_handlers.items():
-            signal.signal(signum, handler)
+            # on_fit_end runs after Lightning's teardown has put back the SIGTERM handler it
+            # found: putting back Lightning's own (the one we replaced) would leave it
+            # installed after the run, holding the trainer, the module and its collector.
+            if signal.getsignal(signum) == self._on_signal:
+                signal.signal(signum, handler)
         self._previous_handlers = {}

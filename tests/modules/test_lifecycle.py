@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import signal
+import weakref
+
 import pytest
 from lightning import Callback
 
 from hts_lightning import A2C
+from hts_lightning.callbacks import StopOnSignal
 from tests.conftest import quiet_trainer, worker_processes
 
 
@@ -37,3 +42,18 @@ def test_an_exception_in_training_stops_the_workers():
     with pytest.raises(RuntimeError, match="boom"):
         quiet_trainer(_Explode()).fit(module)
     assert worker_processes() == []
+
+
+def test_a_finished_fit_leaves_the_signal_handlers_and_frees_the_run():
+    """Lightning's teardown puts back the SIGTERM handler it found before on_fit_end, where
+    StopOnSignal used to re-install Lightning's own: left installed after the run, it held
+    the trainer, the module and the collector's env snapshots (ale_py's then printed ~40
+    "leaked instance" lines at hts-rl's exit)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    module = A2C(env_id="CartPole-v1", num_envs=2, num_workers=0, sync_interval=8, total_frames=32)
+    quiet_trainer(StopOnSignal()).fit(module)
+    assert {s: signal.getsignal(s) for s in before} == before
+    alive = weakref.ref(module)
+    del module
+    gc.collect()
+    assert alive() is None
