@@ -8,10 +8,11 @@ weights) and its update is ``_plain_ppo.update``, which the PPO module's update 
 for number (``tests/modules/test_update_equivalence.py``): the recipe's settings, 4 epochs x 4
 minibatches, clip 0.1, lr 2.5e-4, torch's default threads. ``hts-rl fit --config
 recipes/atari/pong_ppo.yaml`` runs as a user runs it (2 worker processes, MLflow, checkpoint).
-Each run is a fresh process, timed from its start to its exit, contenders alternating; its CPU
-seconds (its process tree's, from ``getrusage``) say how busy it kept the cores. A loop that
-keeps the cores busy leaves overlap nothing to win: no contender doing the same work can beat
-it by more than cores x wall / CPU seconds.
+Each run is a fresh process, timed from its start to its exit, contenders alternating; the
+machine's busy CPU seconds during it (run it on a quiet machine, under the lock) say how busy
+it kept the cores (``getrusage`` of the children misses hts-rl's workers: their forkserver
+outlives the run unreaped). A loop that keeps the cores busy leaves overlap nothing to win: no
+contender doing the same work can beat it by more than cores x wall / CPU seconds.
 ``--before PATH`` adds ``hts-rl`` with ``PYTHONPATH=PATH`` (an older checkout) as a third;
 ``--variants`` adds the recipe with other settings (:data:`VARIANTS`) as contenders of their own.
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +35,7 @@ from _hts_fit import ROOT, hts_fit
 NUM_ENVS, STEPS = 16, 128
 #: ``hts-rl fit`` contenders beside the recipe as it is ("hts"): their extra overrides.
 VARIANTS = {
+    "hts-python": ["--model.init_args.env_backend=python"],  # the recipe's before stop 29
     "hts-envpool": ["--model.init_args.env_backend=envpool"],
     "hts-envpool-2threads": [
         "--model.init_args.env_backend=envpool",
@@ -121,10 +122,12 @@ def _command(contender: str, frames: int, seed: int) -> tuple[list[str], dict]:
     return command, env
 
 
-def _children_cpu() -> float:
-    """User + system CPU seconds of the finished child processes (and theirs, when waited)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _busy_cpu() -> float:
+    """The machine's busy CPU seconds so far (every core, every process)."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return times.user + times.nice + times.system + times.irq + times.softirq
 
 
 def main(argv=None) -> None:
@@ -149,10 +152,10 @@ def main(argv=None) -> None:
         for contender in contenders if repeat % 2 == 0 else contenders[::-1]:
             command, env = _command(contender, args.frames, args.seed)
             load = os.getloadavg()[0]
-            cpu_before, started = _children_cpu(), time.perf_counter()
+            cpu_before, started = _busy_cpu(), time.perf_counter()
             done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
             wall = time.perf_counter() - started
-            cpu = _children_cpu() - cpu_before
+            cpu = _busy_cpu() - cpu_before
             if done.returncode != 0:
                 sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
                 raise SystemExit(f"{contender} exited with {done.returncode}")
