@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-TINY = [
-    "--model.init_args.num_envs=2",
-    "--model.init_args.sync_interval=8",
-    "--model.init_args.total_frames=32",
-    "--trainer.enable_progress_bar=false",
-]
+from tests.tracking.helpers import RECIPES, TINY
 
 
 @pytest.mark.slow
