@@ -133,7 +133,7 @@ def build_backend(
             inference_batch_size=collector.inference_batch_size,
             num_workers=num_workers,
             mp_context=mp_context(collector._mp_start_method),
-            first_replica=collector.replica_offset,
+            first_replica=collector.replica_offset,  # the global index of replica 0
             on_env_error=collector.on_env_error,
             niceness=collector.worker_niceness,
             native_threads=num_workers if native else None,
@@ -157,8 +157,7 @@ def build_backend(
             seeds=seeds,
             states=states,
             slots=slots,
-            root_keys=layout.root_keys,
-            action_keys=layout.action_keys,
+            layout=layout,
             on_env_error=collector.on_env_error,
             num_workers=num_workers,
             mp_context=mp_context(collector._mp_start_method),

@@ -31,6 +31,8 @@ def _collecting_worker(
     create_env_fns: list,
     seeds: list[int],
     states: list,
+    conn,
+    *,
     policy,
     exploration_type,
     storages: list,
@@ -42,7 +44,6 @@ def _collecting_worker(
     on_env_error: str,
     niceness: int,
     native_threads: int | None,
-    conn,
 ) -> None:
     # envpool's threads keep the normal policy: only the Python step path was measured.
     prepare_worker_process(niceness, batch_scheduling=not native_threads)
@@ -118,8 +119,7 @@ def local_executor(
         seeds=seeds,
         states=states,
         slots=slots,
-        root_keys=layout.root_keys,
-        action_keys=layout.action_keys,
+        layout=layout,
         on_env_error=on_env_error,
     )
 
@@ -132,6 +132,7 @@ class CollectingWorkers:
     fill whole inference chunks (at most W; 16 replicas in chunks of 8: two), so that the
     Python work of acting runs on up to W cores at once and no process pays for padded rows;
     the inference never competes with the learner for the GIL (see benchmarks/RESULTS.md).
+    ``worker_options``: the other keyword arguments of every worker (``_collecting_worker``'s).
     """
 
     def __init__(
@@ -140,18 +141,11 @@ class CollectingWorkers:
         create_env_fns,
         seeds,
         states,
-        layout,
-        policy,
-        exploration_type,
-        storages,
-        uniforms,
         inference_batch_size: int,
         num_workers: int,
         mp_context,
-        first_replica: int = 0,
-        on_env_error: str = "raise",
-        niceness: int = 0,
         native_threads: int | None = None,
+        **worker_options,
     ):
         processes = num_workers
         if native_threads:  # envpool: W threads over processes that each fill a whole chunk
@@ -164,18 +158,11 @@ class CollectingWorkers:
         self._stop_flag = torch.zeros(1, dtype=torch.bool).share_memory_()
 
         self._replicas = (create_env_fns, seeds, states)
-        self._common = (
-            policy,
-            exploration_type,
-            storages,
-            uniforms,
-            layout,
-            inference_batch_size,
-            first_replica,  # the global index of replica 0 (a rank's shard starts later)
-            self._stop_flag,
-            on_env_error,
-            niceness,
-            native_threads,
+        self._common = dict(
+            worker_options,
+            inference_batch_size=inference_batch_size,
+            stop_flag=self._stop_flag,
+            native_threads=native_threads,
         )
         self._pending: set[int] = set()
         self._end_states: list[list] = [[] for _ in blocks]

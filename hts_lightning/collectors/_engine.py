@@ -136,9 +136,24 @@ class PolicyRunner:
         return self._gumbel_dtype is not None
 
     def refuse_nan(self, acted) -> None:
-        """The NaN check of :meth:`act` on ``acted`` (a chunk's result or a batch)."""
-        if self.sample_key is not None:
-            _refuse_nan(acted, self._param_keys)
+        """The NaN check of :meth:`act` on ``acted`` (a chunk's result or a batch): the
+        collector's check of the policy's output (torchrl turns torch's distribution
+        argument checks off when imported). NaN distribution parameters, from a diverged
+        update or NaN observations, would give arbitrary actions and NaN log-probs. Only
+        NaN, as torch's check of real parameters: a logit of -inf (a masked action) is
+        valid."""
+        if self.sample_key is None:
+            return
+        for key in self._param_keys:
+            value = acted.get(key, None)
+            if value is not None and torch.is_floating_point(value) and value.isnan().any():
+                raise ValueError(
+                    f"The policy's action distribution got NaN {key!r}: its weights or the "
+                    "observations it acted on hold NaN (a diverged update, or an env emitting "
+                    "NaN). Check torch.isfinite(p).all() for the policy's parameters and the "
+                    "env's observations; lower the learning rate or clip gradients if the "
+                    "weights diverged."
+                )
 
     def act(self, td: TensorDictBase, noise: torch.Tensor | None, *, check_nan: bool = True):
         """:meth:`__call__`'s result as the engine reads it (``get(key)``), from the chunk's
@@ -210,22 +225,6 @@ class PolicyRunner:
         if self.log_prob_key is None:
             return {self.sample_key: action}
         return {self.sample_key: action, self.log_prob_key: dist.log_prob(action)}
-
-
-def _refuse_nan(acted: TensorDictBase, keys: list) -> None:
-    """The collector's check of the policy's output (torchrl turns torch's distribution
-    argument checks off when imported): NaN distribution parameters, from a diverged update
-    or NaN observations, would give arbitrary actions and NaN log-probs. Only NaN, as torch's
-    check of real parameters: a logit of -inf (a masked action) is valid."""
-    for key in keys:
-        value = acted.get(key, None)
-        if value is not None and torch.is_floating_point(value) and value.isnan().any():
-            raise ValueError(
-                f"The policy's action distribution got NaN {key!r}: its weights or the "
-                "observations it acted on hold NaN (a diverged update, or an env emitting NaN). "
-                "Check torch.isfinite(p).all() for the policy's parameters and the env's "
-                "observations; lower the learning rate or clip gradients if the weights diverged."
-            )
 
 
 class _CapturedStep:

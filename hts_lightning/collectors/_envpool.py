@@ -55,13 +55,8 @@ class EnvpoolExecutor:
         slots: TensorDictBase,
         inference_batch_size: int,
     ):
+        # The slots have these keys: the layout is probed from the factory's TorchRL env.
         root, next_ = slots.get("root"), slots.get("next")
-        missing = sorted(
-            {f"root {k}" for k in _ROOT_KEYS if k not in root}
-            | {f"next {k}" for k in _NEXT_KEYS if k not in next_}
-        )
-        if missing:
-            raise ValueError(f"The envpool backend needs the Python path's keys; missing {missing}")
         self._factory = factory
         self._seeds = list(seeds)
         self._num_threads = num_threads

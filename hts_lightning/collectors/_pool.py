@@ -80,16 +80,17 @@ class WorkerPool:
         self._processes = []
         self._conns = []
 
-    def start(self, target: Callable, per_replica: tuple, common: tuple, timeout: float) -> None:
+    def start(self, target: Callable, per_replica: tuple, common: dict, timeout: float) -> None:
         """Start every worker as ``target(block, *its entries of each list in per_replica,
-        *common, conn)``, ``block`` being its replicas, and wait for each one's READY."""
+        conn, **common)``, ``block`` being its replicas, and wait for each one's READY."""
         for worker, block in enumerate(self.blocks):
             block = block.tolist()
             mine = [[entries[i] for i in block] for entries in per_replica]
             parent, child = self._context.Pipe(duplex=True)
             process = self._context.Process(
                 target=target,
-                args=(block, *mine, *common, child),
+                args=(block, *mine, child),
+                kwargs=common,
                 daemon=True,
                 name=f"hts-worker-{worker}",
             )

@@ -15,13 +15,12 @@ import pickle
 import signal
 import struct
 import traceback
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from tensordict import TensorDictBase
-from tensordict.utils import NestedKey
 from torchrl.envs import EnvBase
 
 from hts_lightning.collectors._engine import _numpy
@@ -36,6 +35,9 @@ from hts_lightning.collectors._pool import (
 from hts_lightning.collectors._seeding import restart_seed
 from hts_lightning.collectors.errors import EnvReplicaError
 from hts_lightning.envs.snapshot import load_env_state, save_env_state
+
+if TYPE_CHECKING:
+    from hts_lightning.collectors._layout import Layout
 
 #: (next root TensorDict, env state or None): a replica between two batches.
 ReplicaState = tuple[TensorDictBase, Any]
@@ -57,16 +59,10 @@ class _ReplicaStepper:
     kept in :attr:`restarts` for the collector to log.
     """
 
-    def __init__(
-        self,
-        slots: TensorDictBase,
-        root_keys: Sequence[NestedKey],
-        action_keys: Sequence[NestedKey],
-        on_env_error: str = "raise",
-    ):
+    def __init__(self, slots: TensorDictBase, layout: Layout, on_env_error: str = "raise"):
         self._slots = slots
-        self._root_keys = list(root_keys)
-        self._action_keys = list(action_keys)
+        self._root_keys = layout.root_keys
+        self._action_keys = layout.action_keys
         self._next_keys = list(slots["next"].keys(True, True))
         # numpy views of the slots' tensors (the same memory), read and written row by row: a
         # step builds no TensorDict views, and a numpy row copy costs a fraction of torch's
@@ -192,15 +188,15 @@ def _stepping_worker(
     create_env_fns: list[Callable[[], EnvBase]],
     seeds: list[int],
     states: list[ReplicaState | None],
+    conn,
+    *,
     slots: TensorDictBase,
-    root_keys: list[NestedKey],
-    action_keys: list[NestedKey],
+    layout: Layout,
     on_env_error: str,
     niceness: int,
-    conn,
 ) -> None:
     prepare_worker_process(niceness)
-    stepper = _ReplicaStepper(slots, root_keys, action_keys, on_env_error)
+    stepper = _ReplicaStepper(slots, layout, on_env_error)
     try:
         for replica, create_env_fn, seed, state in zip(block, create_env_fns, seeds, states):
             stepper.add(replica, create_env_fn, seed, state)
@@ -224,10 +220,8 @@ def _stepping_worker(
 class InlineExecutor(_ReplicaStepper):
     """Steps every replica in the calling process, in the order asked: the serial mode."""
 
-    def __init__(
-        self, *, create_env_fns, seeds, states, slots, root_keys, action_keys, on_env_error="raise"
-    ):
-        super().__init__(slots, root_keys, action_keys, on_env_error)
+    def __init__(self, *, create_env_fns, seeds, states, slots, layout, on_env_error="raise"):
+        super().__init__(slots, layout, on_env_error)
         self._starts = list(zip(create_env_fns, seeds, states))
         self._queue: list[int] = []
 
@@ -260,27 +254,17 @@ class InlineExecutor(_ReplicaStepper):
 
 
 class ProcessExecutor:
-    """Steps contiguous blocks of replicas in ``num_workers`` processes, each at its own pace."""
+    """Steps contiguous blocks of replicas in ``num_workers`` processes, each at its own pace.
 
-    def __init__(
-        self,
-        *,
-        create_env_fns,
-        seeds,
-        states,
-        slots,
-        root_keys,
-        action_keys,
-        num_workers,
-        mp_context,
-        on_env_error="raise",
-        niceness=0,
-    ):
+    ``worker_options``: the keyword arguments of every worker (``_stepping_worker``'s).
+    """
+
+    def __init__(self, *, create_env_fns, seeds, states, num_workers, mp_context, **worker_options):
         blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
         self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
         self._pool = WorkerPool(blocks, mp_context)
         self._replicas = (create_env_fns, seeds, states)
-        self._common = (slots, list(root_keys), list(action_keys), on_env_error, niceness)
+        self._common = worker_options
         self._restarts: list[Restart] = []
 
     def start(self, timeout: float = 300.0) -> None:

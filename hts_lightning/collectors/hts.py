@@ -338,7 +338,7 @@ class HTSCollector(BaseCollector):
                 "HTSCollector's workers all act with the same weights. Pass one set of weights."
             )
         else:
-            staged = TensorDict(dict(source)).unflatten_keys(".")
+            staged = _unflat(source)
         self._staged_weights = staged.data.detach().clone()
         self._policy_version += 1
 
@@ -518,21 +518,16 @@ class HTSCollector(BaseCollector):
     def _finished(self) -> bool:
         return self._num_batches is not None and self._batches_yielded >= self._num_batches
 
-    def _noise_generators_from_seed(self) -> list[torch.Generator]:
-        seeds = replica_seeds(self._seed, self._replicas)
-        generators = [torch.Generator().manual_seed(noise_seed) for _, noise_seed in seeds]
-        if self._noise_states is not None:
-            for generator, state in zip(generators, self._noise_states):
-                generator.set_state(state)
-        return generators
-
     def _start(self) -> None:
         if self._started:
             return
         layout = self._layout
-        env_seeds = [env_seed for env_seed, _ in replica_seeds(self._seed, self._replicas)]
+        seeds = replica_seeds(self._seed, self._replicas)
+        env_seeds = [env_seed for env_seed, _ in seeds]
         start_states = self._replica_start_states(env_seeds)
-        self._noise_generators = self._noise_generators_from_seed()
+        self._noise_generators = [torch.Generator().manual_seed(noise) for _, noise in seeds]
+        for generator, state in zip(self._noise_generators, self._noise_states or ()):
+            generator.set_state(state)  # a restored collector's
         buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
         width = layout.noise_width
         uniforms = [
