@@ -240,7 +240,7 @@ class _CapturedStep:
     def __init__(self, step, td: TensorDictBase, uniform, device: torch.device):
         self._inputs = td.to(device).clone()
         self._uniform = None if uniform is None else uniform.to(device).clone()
-        self._keys = list(self._inputs.keys(include_nested=True, leaves_only=True))
+        self._keys = leaf_keys(self._inputs)
         validate = torch.distributions.Distribution._validate_args  # the default in force
         torch.distributions.Distribution.set_default_validate_args(False)
         try:
@@ -262,11 +262,8 @@ class _CapturedStep:
             torch.distributions.Distribution.set_default_validate_args(validate)
 
     def __call__(self, td: TensorDictBase, uniform) -> TensorDictBase:
-        if td.batch_size != self._inputs.batch_size:
-            raise RuntimeError(
-                f"The CUDA graph was captured for chunks of {tuple(self._inputs.batch_size)} "
-                f"rows, got {tuple(td.batch_size)}: the inference shape must stay fixed."
-            )
+        # td has the captured shape: the engine's chunks (and the layout's probe) all have
+        # inference_batch_size rows.
         for key in self._keys:
             self._inputs.get(key).copy_(td.get(key), non_blocking=True)
         if uniform is not None:

@@ -72,8 +72,7 @@ class EnvpoolExecutor:
         self._steps = np.zeros(self._num_envs, dtype=np.int64)
         self._resetting = np.zeros(self._num_envs, dtype=bool)
         self._in_flight = 0  # replicas stepping or resetting
-        self._idle_fillers = list(range(self._num_envs, self._num_envs + self._batch - 1))
-        self._fillers_in_flight = 0
+        self._idle_fillers: list[int] = []  # fillers (env ids from num_envs on) not stepping
         self._idle_ids: list[np.ndarray] = []  # resets and fillers to send with the idle action
         self._storage: tuple[dict, np.ndarray] | None = None  # see write_steps_into
         self._stopping = False
@@ -81,7 +80,7 @@ class EnvpoolExecutor:
 
     def start(self) -> None:
         """Build the pool, reset every env and publish the first observations."""
-        fillers = len(self._idle_fillers)
+        fillers = self._batch - 1
         self._pool = self._factory.make_pool(
             seeds=self._seeds + [_FILLER_SEED] * fillers,
             num_threads=self._num_threads,
@@ -95,7 +94,6 @@ class EnvpoolExecutor:
         self._pool.async_reset()
         self._resetting[:] = True
         self._in_flight = self._num_envs
-        self._idle_fillers, self._fillers_in_flight = [], fillers
         while self._in_flight:  # the engine's batch starts by acting on every replica
             self._receive()
 
@@ -131,11 +129,11 @@ class EnvpoolExecutor:
     def _receive(self) -> np.ndarray:
         """One ``recv`` of ``batch_size`` envs (idle fillers sent first where fewer are in
         flight); the replicas among them that are now ready."""
-        short = self._batch - self._in_flight - self._fillers_in_flight
+        fillers_in_flight = self._batch - 1 - len(self._idle_fillers)  # the others are idle
+        short = self._batch - self._in_flight - fillers_in_flight
         if short > 0:  # short < batch_size: a replica is in flight (start: all fillers are)
             fillers, self._idle_fillers = self._idle_fillers[:short], self._idle_fillers[short:]
             self._idle_ids.append(np.array(fillers, dtype=np.int32))
-            self._fillers_in_flight += short
         if self._idle_ids:
             env = np.concatenate(self._idle_ids)
             self._idle_ids = []
@@ -144,7 +142,6 @@ class EnvpoolExecutor:
         real = env < self._num_envs
         if not real.all():
             self._idle_fillers.extend(env[~real].tolist())
-            self._fillers_in_flight -= env.size - int(real.sum())
             env, observation = env[real], observation[real]
             reward, terminated, truncated = reward[real], terminated[real], truncated[real]
         self._in_flight -= env.size

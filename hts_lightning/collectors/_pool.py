@@ -102,7 +102,8 @@ class WorkerPool:
         try:
             for worker, conn in enumerate(self._conns):
                 while not conn.poll(POLL_SECONDS):
-                    self._check_alive(worker)
+                    if not self._processes[worker].is_alive() and not conn.poll():
+                        self._died(worker)
                     if time.monotonic() > deadline:
                         raise TimeoutError(
                             f"Collector worker {worker} did not start in {timeout} s"
@@ -158,10 +159,6 @@ class WorkerPool:
             if replica is None:
                 raise RuntimeError(f"A collector worker raised:\n{env_traceback}")
             raise EnvReplicaError(replica, env_traceback)
-
-    def _check_alive(self, worker: int) -> None:
-        if not self._processes[worker].is_alive() and not self._conns[worker].poll():
-            self._died(worker)
 
     def _died(self, worker: int) -> None:
         process = self._processes[worker]

@@ -203,8 +203,7 @@ def _stepping_worker(
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
             if message == STATES:
-                replicas = sorted(stepper.envs)
-                reply = {r: stepper.state(r) for r in replicas}
+                reply = {r: stepper.state(r) for r in stepper.envs}
                 running = send(conn, STATES + pickle.dumps((reply, stepper.take_restarts())))
                 continue
             for replica in np.frombuffer(message, dtype=np.int32).tolist():

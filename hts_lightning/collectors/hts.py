@@ -225,7 +225,6 @@ class HTSCollector(BaseCollector):
         self.inference_batch_size = check_inference_batch_size(
             inference_batch_size, num_envs=num_envs, num_workers=blocks, inference=self.inference
         )
-        self._exploration_type = exploration_type
         inference_policy = _without_hooks(copy.deepcopy(policy)).to(self.device)
         inference_policy.requires_grad_(False)
         if self.inference == "workers":
@@ -247,7 +246,6 @@ class HTSCollector(BaseCollector):
         self._batches_yielded = 0
         self._episode_counts = torch.zeros(num_envs, dtype=torch.int64)
         self._noise_states: list[torch.Tensor] | None = None
-        self._noise_generators: list[torch.Generator] | None = None
         # Each replica's (next root, env state) at the start of the batch in flight, where a
         # restored collector starts again (None: from resets).
         self._start_states: list | None = None
@@ -271,9 +269,8 @@ class HTSCollector(BaseCollector):
                 raise error.shifted(self.replica_offset) from None
             end_states = self._backend.end_states()
             self._log_restarts(self._backend.take_restarts())
-            index = self._batches_yielded % 2
-            finished = self._buffers[index]
-            self._finish_batch(finished, self._buffer_versions[index])
+            finished = self._buffers[self._batches_yielded % 2]
+            self._finish_batch(finished)
             self._batches_yielded += 1
             self._take_up_staged_weights()
             if not self._finished:
@@ -547,7 +544,6 @@ class HTSCollector(BaseCollector):
             torch.set_num_threads(threads)
         self._finalizer = weakref.finalize(self, backend.stop)
         self._backend, self._buffers, self._uniforms = backend, buffers, uniforms
-        self._buffer_versions = [0, 0]
         self._started = True
         if not self._resumes_in_flight_batch:
             # Weights sent before the first batch collect it; a restored batch in flight
@@ -592,14 +588,14 @@ class HTSCollector(BaseCollector):
         return states
 
     def _start_batch(self, index: int) -> None:
-        """Draw the batch's action noise, note its policy version, and set it going."""
+        """Draw the batch's action noise and set it going (with the weights of
+        ``_behaviour_version``, which change only between batches)."""
         uniform = self._uniforms[index]
         # What a restored collector needs to draw the noise of the batch now starting.
         self._noise_states = [g.get_state() for g in self._noise_generators]
         if uniform is not None:
             for replica, generator in enumerate(self._noise_generators):
                 uniform[replica] = torch.rand(uniform.shape[1:], generator=generator)
-        self._buffer_versions[index] = self._behaviour_version
         self._backend.start_batch(index)
 
     def _log_restarts(self, restarts: list) -> None:
@@ -617,8 +613,9 @@ class HTSCollector(BaseCollector):
             )
             _log.debug("Traceback of the env error of replica %d:\n%s", replica, env_traceback)
 
-    def _finish_batch(self, out: TensorDictBase, policy_version: int) -> None:
-        out.get("policy_version").fill_(policy_version)
+    def _finish_batch(self, out: TensorDictBase) -> None:
+        # The weights that collected it: no batch starts before the last one is finished.
+        out.get("policy_version").fill_(self._behaviour_version)
         # Trajectory id = episode number of the replica * num_envs + replica: unique, and a
         # function of the data alone.
         done = out.get(("next", "done")).reshape(*out.batch_size, -1).any(-1).long()
