@@ -17,8 +17,7 @@ resume) is the collector's and the engine's, shared by all:
   process (:class:`MainInference` over an envpool, the GPU choice, and ``num_workers=0``).
 
 A fourth (Ray actors across machines, a GPU simulator) is one more class with these calls:
-``start()``, ``start_batch(index)``, ``wait()``, ``end_states()``, ``take_restarts()``,
-``stop()``.
+``start()``, ``start_batch(index)``, ``wait()``, ``batch_ends()``, ``stop()``.
 """
 
 from __future__ import annotations
@@ -47,11 +46,9 @@ class Backend(Protocol):
     def wait(self) -> None:
         """Block until that batch is filled; raises the envs' and workers' errors."""
 
-    def end_states(self) -> list:
-        """Each replica's (next root, env state or None) at the end of the last batch."""
-
-    def take_restarts(self) -> list:
-        """The (replica, traceback) of env restarts during the last batch."""
+    def batch_ends(self) -> tuple[list, list]:
+        """Each replica's (next root, env state or None) at the end of the last batch, and
+        the (replica, traceback) of env restarts during it."""
 
     def stop(self) -> None:
         """End collection, processes and threads; idempotent, safe with a batch in flight."""
@@ -70,11 +67,11 @@ class MainInference:
         threaded: bool,
     ):
         self._executor = executor
-        self._ends: list = [[], []]
+        self._ends: list = [[], []]  # batch_ends
 
         def collect(index: int) -> None:  # holds no reference to this object or the collector
             engine.collect(buffers[index], uniforms[index])
-            ends[:] = [executor.replica_states(), executor.take_restarts()]
+            ends[:] = executor.batch_ends()
 
         ends = self._ends
         self._runner = ThreadRunner(collect) if threaded else InlineRunner(collect)
@@ -88,11 +85,8 @@ class MainInference:
     def wait(self) -> None:
         self._runner.wait()
 
-    def end_states(self) -> list:
-        return self._ends[0]
-
-    def take_restarts(self) -> list:
-        return self._ends[1]
+    def batch_ends(self) -> tuple[list, list]:
+        return tuple(self._ends)
 
     def stop(self) -> None:
         # Workers end first (the collection thread then sees them gone), the thread is
@@ -115,17 +109,22 @@ def build_backend(
     batch storages ``buffers`` with the action noise ``uniforms``; the replicas start from
     ``seeds`` and ``states`` (``None``: reset)."""
     layout, runner, num_workers = collector._layout, collector._runner_policy, collector.num_workers
-    create_env_fns, native = collector._create_env_fns, collector.backend == "envpool"
+    native = collector.backend == "envpool"
+    # The replicas, where they start, and what an env error does: the same for every backend.
+    replicas = dict(
+        create_env_fns=collector._create_env_fns,
+        seeds=seeds,
+        states=states,
+        layout=layout,
+        on_env_error=collector.on_env_error,
+    )
     if collector.inference == "workers":
         for buffer, uniform in zip(buffers, uniforms):
             buffer.share_memory_()
             if uniform is not None:
                 uniform.share_memory_()
         return CollectingWorkers(
-            create_env_fns=create_env_fns,
-            seeds=seeds,
-            states=states,
-            layout=layout,
+            **replicas,
             policy=runner.policy,
             exploration_type=runner.exploration_type,
             storages=buffers,
@@ -134,31 +133,22 @@ def build_backend(
             num_workers=num_workers,
             mp_context=mp_context(collector._mp_start_method),
             first_replica=collector.replica_offset,  # the global index of replica 0
-            on_env_error=collector.on_env_error,
             niceness=collector.worker_niceness,
             native_threads=num_workers if native else None,
         )
-    slots = layout.slots(len(create_env_fns))
+    slots = layout.slots(collector.num_envs)
     if native or num_workers == 0:
         executor = local_executor(
-            create_env_fns=create_env_fns,
-            seeds=seeds,
-            states=states,
+            **replicas,
             slots=slots,
-            layout=layout,
-            on_env_error=collector.on_env_error,
             inference_batch_size=collector.inference_batch_size,
             native_threads=max(1, num_workers) if native else None,
         )
     else:
         slots.share_memory_()
         executor = ProcessExecutor(
-            create_env_fns=create_env_fns,
-            seeds=seeds,
-            states=states,
+            **replicas,
             slots=slots,
-            layout=layout,
-            on_env_error=collector.on_env_error,
             num_workers=num_workers,
             mp_context=mp_context(collector._mp_start_method),
             niceness=collector.worker_niceness,

@@ -81,9 +81,9 @@ def _collecting_worker(
             engine.collect(storages[index][rows], uniform)
             # The replicas' states at the batch end, where the next batch starts: what a
             # checkpoint needs to collect that batch again on resume.
-            restarts = [(block[r], tb) for r, tb in executor.take_restarts()]
-            ends = (executor.replica_states(), restarts)
-            running = send(conn, DONE + pickle.dumps(ends))
+            states, restarts = executor.batch_ends()
+            restarts = [(block[r], tb) for r, tb in restarts]
+            running = send(conn, DONE + pickle.dumps((states, restarts)))
     except EnvReplicaError as error:
         report_error(conn, block[error.replica], error.env_traceback)
     except Exception:
@@ -186,14 +186,11 @@ class CollectingWorkers:
                     self._restarts.extend(restarts)
                     self._pending.discard(worker)
 
-    def end_states(self) -> list:
-        """Every replica's state at the end of the last batch collected."""
-        return [state for block in self._end_states for state in block]
-
-    def take_restarts(self) -> list:
-        """The replicas restarted after an env error during the last batch."""
+    def batch_ends(self) -> tuple[list, list]:
+        """Every replica's state at the end of the last batch collected, and the replicas
+        restarted after an env error during it."""
         restarts, self._restarts = sorted(self._restarts), []
-        return restarts
+        return [state for block in self._end_states for state in block], restarts
 
     def stop(self, timeout: float = 5.0) -> None:
         self._pending = set()

@@ -87,7 +87,6 @@ class EnvpoolExecutor:
             batch_size=self._batch,
         )
         spec = self._pool.spec.action_array_spec["action"]
-        self._action_dtype = spec.dtype
         self._idle_action = np.zeros((self._batch, *spec.shape[1:]), dtype=spec.dtype)
         self._discrete = hasattr(self._pool.action_space, "n")
         self._calls = _PoolCalls(self._pool)
@@ -99,7 +98,7 @@ class EnvpoolExecutor:
 
     def send(self, replicas: np.ndarray) -> None:
         action = self._action[replicas]
-        action = (action.argmax(-1) if self._discrete else action).astype(self._action_dtype)
+        action = (action.argmax(-1) if self._discrete else action).astype(self._idle_action.dtype)
         env = replicas.astype(np.int32)
         if self._idle_ids:  # the resets and fillers waiting go in the same call
             env = np.concatenate([env, *self._idle_ids])
@@ -153,11 +152,8 @@ class EnvpoolExecutor:
         self._returns[reset] = 0.0
         self._steps[reset] = 0
         self._publish_root(reset, observation[resetting], 0.0, 0)
-        stepped = ~resetting
-        env, observation = env[stepped], observation[stepped]
-        reward, terminated, truncated = reward[stepped], terminated[stepped], truncated[stepped]
-        if env.size:
-            env = self._record_steps(env, observation, reward, terminated, truncated)
+        stepped = [a[~resetting] for a in (env, observation, reward, terminated, truncated)]
+        env = self._record_steps(*stepped) if stepped[0].size else stepped[0]
         return np.concatenate([reset, env]).astype(np.int64)
 
     def _record_steps(self, env, observation, reward, terminated, truncated) -> np.ndarray:
@@ -199,13 +195,10 @@ class EnvpoolExecutor:
         root["step_count"][replicas] = steps
         # done, terminated and truncated of a root are always False: set once by the layout.
 
-    def replica_states(self) -> list:
+    def batch_ends(self) -> tuple[list, list]:
         """envpool cannot save an env's state: ``(None, None)`` for every replica (a resumed
-        collector re-seeds them, as any env without state)."""
-        return [(None, None)] * self._num_envs
-
-    def take_restarts(self) -> list:
-        return []
+        collector re-seeds them, as any env without state); no restarts."""
+        return [(None, None)] * self._num_envs, []
 
     def stopping(self) -> bool:
         return self._stopping

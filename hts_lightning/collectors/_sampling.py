@@ -15,15 +15,13 @@ import torch.distributions as D
 from torchrl.modules.distributions import OneHotCategorical as TorchRLOneHotCategorical
 
 _EPS = 1e-7
-
-
-def _is_one_hot(dist: D.Distribution) -> bool:
-    return isinstance(dist, (D.OneHotCategorical, TorchRLOneHotCategorical))
+_ONE_HOT = (D.OneHotCategorical, TorchRLOneHotCategorical)
+_CATEGORICAL = (*_ONE_HOT, D.Categorical)  # the distributions sampled by Gumbel-max
 
 
 def noise_width(dist: D.Distribution) -> int:
     """How many uniforms one row of ``dist`` needs (its batch is the leading dimension)."""
-    if _is_one_hot(dist) or isinstance(dist, D.Categorical):
+    if isinstance(dist, _CATEGORICAL):
         return dist.logits.shape[-1]
     if isinstance(dist, D.Normal):
         return math.prod(dist.loc.shape[1:])
@@ -53,9 +51,9 @@ def minus_gumbel(uniform: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def sample_from_uniform(dist: D.Distribution, uniform: torch.Tensor) -> torch.Tensor:
     """A sample of ``dist`` computed row by row from ``uniform`` ([batch, noise_width])."""
-    if _is_one_hot(dist) or isinstance(dist, D.Categorical):
+    if isinstance(dist, _CATEGORICAL):
         index = gumbel_argmax(dist.logits, uniform)
-        if _is_one_hot(dist):
+        if isinstance(dist, _ONE_HOT):
             return torch.nn.functional.one_hot(index, dist.logits.shape[-1])
         return index
     uniform = uniform.clamp(_EPS, 1.0 - _EPS)

@@ -232,9 +232,9 @@ class InlineExecutor(_ReplicaStepper):
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
         self._starts = None  # the states are used once; not kept alive
 
-    def replica_states(self) -> list[ReplicaState]:
-        """Every replica's state; call between batches."""
-        return [self.state(r) for r in sorted(self.envs)]
+    def batch_ends(self) -> tuple[list[ReplicaState], list[Restart]]:
+        """Every replica's state and the restarts since the last call; call between batches."""
+        return [self.state(r) for r in sorted(self.envs)], self.take_restarts()
 
     def send(self, replicas: np.ndarray) -> None:
         self._queue.extend(replicas.tolist())
@@ -264,29 +264,25 @@ class ProcessExecutor:
         self._pool = WorkerPool(blocks, mp_context)
         self._replicas = (create_env_fns, seeds, states)
         self._common = worker_options
-        self._restarts: list[Restart] = []
 
     def start(self, timeout: float = 300.0) -> None:
         self._pool.start(_stepping_worker, self._replicas, self._common, timeout)
         self._replicas = None  # the states are used once; not kept alive
 
-    def replica_states(self) -> list[ReplicaState]:
-        """Every replica's state, asked of the workers; call between batches (no step is
-        outstanding then, so the only replies are the states)."""
+    def batch_ends(self) -> tuple[list[ReplicaState], list[Restart]]:
+        """Every replica's state and the replicas restarted after an env error since the last
+        call, asked of the workers; call between batches (no step is outstanding then, so the
+        only replies are the states)."""
         for worker in range(len(self._pool.blocks)):
             self._pool.send(worker, STATES)
         states: dict[int, ReplicaState] = {}
+        restarts: list[Restart] = []
         while len(states) < len(self._owner):
             for _, message in self._pool.wait():
-                block_states, restarts = pickle.loads(message[1:])
+                block_states, block_restarts = pickle.loads(message[1:])
                 states.update(block_states)
-                self._restarts.extend(restarts)
-        return [states[r] for r in range(len(self._owner))]
-
-    def take_restarts(self) -> list[Restart]:
-        """The replicas restarted after an env error, as reported with the last states."""
-        restarts, self._restarts = sorted(self._restarts), []
-        return restarts
+                restarts.extend(block_restarts)
+        return [states[r] for r in range(len(self._owner))], sorted(restarts)
 
     def send(self, replicas: np.ndarray) -> None:
         owners = self._owner[replicas]

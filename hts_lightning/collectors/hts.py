@@ -267,8 +267,8 @@ class HTSCollector(BaseCollector):
             except (EnvReplicaError, WorkerDiedError) as error:
                 # Name the replica by its global index: a rank's shard starts at replica_offset.
                 raise error.shifted(self.replica_offset) from None
-            end_states = self._backend.end_states()
-            self._log_restarts(self._backend.take_restarts())
+            end_states, restarts = self._backend.batch_ends()
+            self._log_restarts(restarts)
             finished = self._buffers[self._batches_yielded % 2]
             self._finish_batch(finished)
             self._batches_yielded += 1
@@ -540,8 +540,7 @@ class HTSCollector(BaseCollector):
             backend.stop()
             raise
         if self.num_workers > 0:
-            threads = self.num_threads or self._learner_threads(available_cores())
-            torch.set_num_threads(threads)
+            torch.set_num_threads(self.num_threads or self._learner_threads(available_cores()))
         self._finalizer = weakref.finalize(self, backend.stop)
         self._backend, self._buffers, self._uniforms = backend, buffers, uniforms
         self._started = True
@@ -568,16 +567,13 @@ class HTSCollector(BaseCollector):
         of an uninterrupted run."""
         if self._start_states is None:
             return [None] * self.num_envs
-        states, lost = [], []
-        for replica, (root, env_state) in enumerate(self._start_states):
-            if env_state is None:
-                states.append(None)
-                lost.append(replica)
-                global_replica = self.replica_offset + replica
-                env_seeds[replica] = resume_seed(self._seed, global_replica, self._batches_yielded)
-                self._episode_counts[replica] += 1
-            else:
-                states.append((root, env_state))
+        # (next root, env state) of each replica: None (a reset) where there is no env state
+        states = [None if state[1] is None else state for state in self._start_states]
+        lost = [replica for replica, state in enumerate(states) if state is None]
+        for replica in lost:
+            global_replica = self.replica_offset + replica
+            env_seeds[replica] = resume_seed(self._seed, global_replica, self._batches_yielded)
+            self._episode_counts[replica] += 1
         if lost:
             _log.warning(
                 "Resuming: the envs of replicas %s cannot save their state; they are re-seeded "
