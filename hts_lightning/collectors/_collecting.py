@@ -97,15 +97,16 @@ def local_executor(
     *,
     create_env_fns,
     seeds,
-    states,
     slots,
-    layout: Layout,
-    on_env_error: str,
     inference_batch_size: int,
     native_threads: int | None,
+    **stepper_options,
 ):
     """The executor that steps replicas from this process: an envpool of ``native_threads``
-    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another."""
+    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another.
+    ``stepper_options``: the rest of :class:`InlineExecutor`'s arguments (``states``,
+    ``layout``, ``on_env_error``), which an envpool does without: it saves no env state and
+    its errors always raise (``_checks.check_backend``)."""
     if native_threads:
         return EnvpoolExecutor(
             factory=create_env_fns[0],
@@ -115,12 +116,7 @@ def local_executor(
             inference_batch_size=inference_batch_size,
         )
     return InlineExecutor(
-        create_env_fns=create_env_fns,
-        seeds=seeds,
-        states=states,
-        slots=slots,
-        layout=layout,
-        on_env_error=on_env_error,
+        create_env_fns=create_env_fns, seeds=seeds, slots=slots, **stepper_options
     )
 
 

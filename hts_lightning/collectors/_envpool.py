@@ -80,9 +80,8 @@ class EnvpoolExecutor:
 
     def start(self) -> None:
         """Build the pool, reset every env and publish the first observations."""
-        fillers = self._batch - 1
         self._pool = self._factory.make_pool(
-            seeds=self._seeds + [_FILLER_SEED] * fillers,
+            seeds=self._seeds + [_FILLER_SEED] * (self._batch - 1),
             num_threads=self._num_threads,
             batch_size=self._batch,
         )
