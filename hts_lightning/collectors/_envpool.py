@@ -55,7 +55,8 @@ class EnvpoolExecutor:
         slots: TensorDictBase,
         inference_batch_size: int,
     ):
-        # The slots have these keys: the layout is probed from the factory's TorchRL env.
+        # The slots hold _ROOT_KEYS and _NEXT_KEYS: the layout is probed from the factory's
+        # own TorchRL env (StepCounter, RewardSum), which check_backend makes sure of.
         root, next_ = slots.get("root"), slots.get("next")
         self._factory = factory
         self._seeds = list(seeds)
