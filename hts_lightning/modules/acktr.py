@@ -104,10 +104,7 @@ class ACKTR(A2C):
         whole batch (running averages are linear), and the same preconditioner everywhere."""
         if self.trainer.world_size == 1:
             return
-        factors = self.optimizers().optimizer.factors
-        tensors = [
-            factors[name][kind] for name in sorted(factors) for kind in sorted(factors[name])
-        ]
+        tensors = self.optimizers().optimizer.statistics()
         mean = self.trainer.strategy.reduce(
             torch.cat([t.reshape(-1) for t in tensors]), reduce_op="mean"
         )
