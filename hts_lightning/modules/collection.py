@@ -79,7 +79,6 @@ class CollectionBinding:
                 "or None for no bound."
             )
         self.kind = kind
-        self.num_workers = num_workers
         self.batch_timeout = batch_timeout
         self.learner_takes_every_core = learner_takes_every_core
         self._make = dict(
@@ -95,7 +94,6 @@ class CollectionBinding:
             worker_niceness=worker_niceness,
         )
         self.num_envs = num_envs
-        self.sync_interval = sync_interval
         self.collector: BaseCollector | None = None
         self._local_envs = num_envs
         # A new collector counts policy versions from 0 with the weights it is given (the
@@ -135,7 +133,7 @@ class CollectionBinding:
         self.collector = make_collector(
             self.kind,
             num_envs=local,
-            total_frames=batches * local * self.sync_interval,
+            total_frames=batches * local * make["sync_interval"],
             replica_offset=rank * local,
             **make,
         )
@@ -175,8 +173,8 @@ class CollectionBinding:
         return BatchTimeoutError(
             f"No batch from the {self.kind!r} collector within batch_timeout="
             f"{self.batch_timeout:g} s: it was collecting its batch {batch} ({self._local_envs} "
-            f"env replicas x {self.sync_interval} steps, in {self.num_workers} worker "
-            "processes). "
+            f"env replicas x {self._make['sync_interval']} steps, in "
+            f"{self._make['num_workers']} worker processes). "
             "An env step that never returns, or workers starved of CPU, hold a batch back. If "
             "a batch can take that long here (slow envs, a loaded machine), raise batch_timeout "
             "(model.init_args.batch_timeout, seconds; null for no bound)."

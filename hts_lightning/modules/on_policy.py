@@ -419,12 +419,10 @@ class OnPolicyModule(LightningModule):
             logger.log_metrics(values, step=self.frames)
         # Lightning's callback metrics get what its callbacks read only (see read_by_callbacks).
         read = self._read_by_callbacks
-        bar = {k: values[k] for k in PROGRESS_BAR if k in read and k in values}
-        if bar:
-            self.log_dict(bar, prog_bar=True, logger=False, on_step=True, on_epoch=False)
-        other = {k: values[k] for k in sorted(read.difference(PROGRESS_BAR)) if k in values}
-        if other:
-            self.log_dict(other, logger=False, on_step=True, on_epoch=False)
+        for names, prog_bar in ((PROGRESS_BAR, True), (sorted(read - set(PROGRESS_BAR)), False)):
+            logged = {k: values[k] for k in names if k in read and k in values}
+            if logged:
+                self.log_dict(logged, prog_bar=prog_bar, logger=False, on_step=True, on_epoch=False)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The class (for hts-rl evaluate), the progress counters (a resumed run logs at the
