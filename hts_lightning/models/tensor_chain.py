@@ -69,17 +69,15 @@ class TensorChain:
         if not isinstance(policy, ProbabilisticTensorDictSequential) or policy.return_composite:
             return None
         *layers, head = policy.module
-        if type(head).get_dist is not ProbabilisticTensorDictModule.get_dist:
-            return None
-        if not all(map(plain, layers)):
-            return None
-        written = {layer.out_keys[0] for layer in layers}
-        keys = (*head.dist_keys, *head.in_keys, *head.out_keys)
-        if not all(isinstance(k, str) for k in keys) or not set(head.in_keys) <= written:
-            return None  # parameters the collector's NaN check would not see in the result
-        if not _takes_validate_args(head.distribution_class):
-            return None
-        return cls(layers, head, policy.default_interaction_type)
+        usable = (
+            type(head).get_dist is ProbabilisticTensorDictModule.get_dist
+            and all(map(plain, layers))
+            and all(isinstance(k, str) for k in (*head.dist_keys, *head.in_keys, *head.out_keys))
+            # else parameters the collector's NaN check would not see in the result
+            and set(head.in_keys) <= {layer.out_keys[0] for layer in layers}
+            and _takes_validate_args(head.distribution_class)
+        )
+        return cls(layers, head, policy.default_interaction_type) if usable else None
 
     def values(self, td) -> dict:
         """The deterministic modules' outputs, in the order they are written; ``td`` is only

@@ -11,6 +11,9 @@ from hts_lightning.optim import KFAC
 
 __all__ = ["ACKTR"]
 
+#: ACKTR's arguments that are :class:`KFAC`'s own.
+_KFAC_ARGUMENTS = ("momentum", "stat_decay", "damping", "kl_clip", "inv_update_interval")
+
 
 class ACKTR(A2C):
     """A2C whose step is preconditioned by K-FAC; the same skeleton and gradient modes as A2C.
@@ -58,26 +61,12 @@ class ACKTR(A2C):
     ):
         super().__init__(lr=lr, max_grad_norm=max_grad_norm, **kw)
         # The base class saved (and resolved) its own arguments, the seed among them.
-        self.save_hyperparameters(
-            "momentum",
-            "stat_decay",
-            "damping",
-            "kl_clip",
-            "inv_update_interval",
-            "fisher_value_coef",
-        )
+        self.save_hyperparameters(*_KFAC_ARGUMENTS, "fisher_value_coef")
         self._fisher_rng = torch.Generator().manual_seed(self.hparams.seed + 1)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        return KFAC(
-            self.model,
-            lr=self.hparams.lr,
-            momentum=self.hparams.momentum,
-            stat_decay=self.hparams.stat_decay,
-            damping=self.hparams.damping,
-            kl_clip=self.hparams.kl_clip,
-            inv_update_interval=self.hparams.inv_update_interval,
-        )
+        kfac = {name: self.hparams[name] for name in _KFAC_ARGUMENTS}
+        return KFAC(self.model, lr=self.hparams.lr, **kfac)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -104,10 +93,7 @@ class ACKTR(A2C):
         whole batch (running averages are linear), and the same preconditioner everywhere."""
         if self.trainer.world_size == 1:
             return
-        factors = self.optimizers().optimizer.factors
-        tensors = [
-            factors[name][kind] for name in sorted(factors) for kind in sorted(factors[name])
-        ]
+        tensors = self.optimizers().optimizer.statistics()
         mean = self.trainer.strategy.reduce(
             torch.cat([t.reshape(-1) for t in tensors]), reduce_op="mean"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -78,7 +79,6 @@ class CollectionBinding:
                 "or None for no bound."
             )
         self.kind = kind
-        self.num_workers = num_workers
         self.batch_timeout = batch_timeout
         self.learner_takes_every_core = learner_takes_every_core
         self._make = dict(
@@ -94,24 +94,17 @@ class CollectionBinding:
             worker_niceness=worker_niceness,
         )
         self.num_envs = num_envs
-        self.sync_interval = sync_interval
         self.collector: BaseCollector | None = None
         self._local_envs = num_envs
         # A new collector counts policy versions from 0 with the weights it is given (the
         # trained ones on a second fit): the module's update count then is the offset.
         self._version_offset = 0
         self._state_to_load: dict | None = None
-        self._final_state: dict | None = None  # the state a shut-down collector had
-        self._loader: _CollectorLoader | None = None
-
-    def check_ranks(self, world_size: int) -> None:
-        """Every rank collects ``num_envs / world_size`` replicas: refuse a remainder."""
-        if self.num_envs % world_size:
-            raise ValueError(
-                f"num_envs={self.num_envs} is not divisible by the {world_size} ranks "
-                "(devices x num_nodes): every rank collects num_envs / ranks replicas. Choose "
-                "num_envs as a multiple of the number of ranks."
-            )
+        # The collector's state kept for a checkpoint when the collector cannot give it: a
+        # sync collector's from before the wait for a batch in progress (a stop signal may cut
+        # that wait short), a TorchRL collector's from before its shutdown.
+        self._kept_state: dict | None = None
+        self._waiting = False  # in a wait for a batch (still so when a stop ended the wait)
 
     def start(
         self, *, batches: int, updates: int, world_size: int, rank: int, ranks_here: int = 1
@@ -119,10 +112,16 @@ class CollectionBinding:
         """This rank's collector for ``batches`` batches, ``updates`` updates into training
         (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader.
         ``ranks_here``: the ranks on this machine, which share its cores."""
-        self.check_ranks(world_size)
+        if self.num_envs % world_size:
+            raise ValueError(
+                f"num_envs={self.num_envs} is not divisible by the {world_size} ranks "
+                "(devices x num_nodes): every rank collects num_envs / ranks replicas. Choose "
+                "num_envs as a multiple of the number of ranks."
+            )
         local = self._local_envs = self.num_envs // world_size
         self._version_offset = updates
-        self._final_state = None
+        self._kept_state = None
+        self._waiting = False
         make = self._make
         if make["num_threads"] is None and (ranks_here > 1 or self.learner_takes_every_core):
             # Each rank's learner gets its share of the cores, less one for its collection
@@ -134,28 +133,48 @@ class CollectionBinding:
         self.collector = make_collector(
             self.kind,
             num_envs=local,
-            total_frames=batches * local * self.sync_interval,
+            total_frames=batches * local * make["sync_interval"],
             replica_offset=rank * local,
             **make,
         )
-        if self._state_to_load is not None:
-            self._restore(self._state_to_load, world_size, rank)
-            self._state_to_load = None
-        self._loader = _CollectorLoader(
-            self.collector,
-            on_timeout=self._timed_out,
-            seconds=self.batch_timeout,
-            # After a stop cut a wait short, the state from before it is the one to save.
-            keep_state_before_wait=self.kind == "sync",
-        )
-        return self._loader
+        saved, self._state_to_load = self._state_to_load, None
+        if saved is not None and saved["kind"] == "hts":
+            self.collector.load_state_dict(saved["state"])
+        elif saved is not None and saved["kind"] == "per_rank":
+            if len(saved["states"]) != world_size:
+                raise ValueError(
+                    f"The checkpoint holds the {self.kind!r} collectors of "
+                    f"{len(saved['states'])} ranks; resume it with the same number of ranks "
+                    f"(got {world_size})."
+                )
+            self.collector.load_state_dict(saved["states"][rank])
+        return _CollectorLoader(self)
+
+    def _batches(self) -> Iterator[TensorDictBase]:
+        """The collector's batches, each wait for one bounded by ``batch_timeout``."""
+        batches = iter(self.collector)
+        for batch_number in itertools.count(1):
+            if self.kind == "sync":
+                self._kept_state = self.collector.state_dict()
+            # Between updates, nothing half done: a stop signal may end the run in this wait.
+            self._waiting = True
+            with (
+                stop_at_once_while(),
+                deadline(self.batch_timeout, partial(self._timed_out, batch_number)),
+            ):
+                batch = next(batches, None)
+            self._waiting = False
+            self._kept_state = None
+            if batch is None:
+                return
+            yield batch
 
     def _timed_out(self, batch: int) -> BatchTimeoutError:
         return BatchTimeoutError(
             f"No batch from the {self.kind!r} collector within batch_timeout="
             f"{self.batch_timeout:g} s: it was collecting its batch {batch} ({self._local_envs} "
-            f"env replicas x {self.sync_interval} steps, in {self.num_workers} worker "
-            "processes). "
+            f"env replicas x {self._make['sync_interval']} steps, in "
+            f"{self._make['num_workers']} worker processes). "
             "An env step that never returns, or workers starved of CPU, hold a batch back. If "
             "a batch can take that long here (slow envs, a loaded machine), raise batch_timeout "
             "(model.init_args.batch_timeout, seconds; null for no bound)."
@@ -200,12 +219,9 @@ class CollectionBinding:
         # A wait cut short by a stop signal: TorchRL's synchronous collectors answer
         # state_dict() through their workers, and one may be stalled in its step (asking it
         # hung for minutes and lost the checkpoint).
-        cut_short = self._loader is not None and self._loader.waiting
-        if self._final_state is not None:
-            state = self._final_state
-        elif cut_short and self.kind == "sync":
-            state = self._loader.state_before_wait
-        elif cut_short and self.kind == "multi_sync":
+        if self._kept_state is not None:
+            state = self._kept_state
+        elif self._waiting and self.kind == "multi_sync":
             state = None  # kept per batch it would cost 15 of a 220 ms CartPole batch
         else:
             state = self.collector.state_dict()
@@ -234,23 +250,9 @@ class CollectionBinding:
         ``max_steps``), when TorchRL's collectors, shut down, can no longer give it."""
         if self.collector is None:
             return
-        if keep_state and self._final_state is None and self.kind in ("sync", "multi_sync"):
-            self._final_state = self.collector.state_dict()
+        if keep_state and self._kept_state is None and self.kind in ("sync", "multi_sync"):
+            self._kept_state = self.collector.state_dict()
         self.collector.shutdown()
-
-    def _restore(self, saved: dict, world_size: int, rank: int) -> None:
-        if saved["kind"] == "new":
-            return
-        if saved["kind"] == "hts":
-            self.collector.load_state_dict(saved["state"])
-            return
-        states = saved["states"]
-        if len(states) != world_size:
-            raise ValueError(
-                f"The checkpoint holds the {self.kind!r} collectors of {len(states)} ranks; "
-                f"resume it with the same number of ranks (got {world_size})."
-            )
-        self.collector.load_state_dict(states[rank])
 
 
 class _CollectorLoader:
@@ -262,42 +264,14 @@ class _CollectorLoader:
     resumes mid-epoch correctly.
     """
 
-    def __init__(
-        self,
-        collector: BaseCollector,
-        *,
-        on_timeout: Callable[[int], BaseException],
-        seconds: float | None,
-        keep_state_before_wait: bool = False,
-    ):
-        self.collector = collector
-        self._on_timeout = on_timeout
-        self._seconds = seconds
-        self._keep_state = keep_state_before_wait
-        self.state_before_wait: dict | None = None  # the collector's, when asked to keep it
-        self.waiting = False  # in a wait for a batch (still so when a stop ended the wait)
+    def __init__(self, binding: CollectionBinding):
+        self._binding = binding
 
     def __iter__(self) -> Iterator[TensorDictBase]:
-        batches = iter(self.collector)
-        waited_for = 0
-        while True:
-            waited_for += 1
-            if self._keep_state:
-                self.state_before_wait = self.collector.state_dict()
-            # Between updates, nothing half done: a stop signal may end the run in this wait.
-            self.waiting = True
-            with (
-                stop_at_once_while(),
-                deadline(self._seconds, partial(self._on_timeout, waited_for)),
-            ):
-                batch = next(batches, None)
-            self.waiting = False
-            if batch is None:
-                return
-            yield batch
+        return self._binding._batches()
 
     def __len__(self) -> int:
-        return len(self.collector)
+        return len(self._binding.collector)
 
     def state_dict(self) -> dict:
         return {}

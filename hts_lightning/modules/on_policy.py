@@ -48,14 +48,6 @@ def explained_variance(value: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return 1.0 - (target - value).var() / variance if variance > 0 else torch.zeros(())
 
 
-def run_seed(seed: int | None) -> int:
-    """``seed``, or else Lightning's global seed (``seed_everything`` keeps it in the
-    ``PL_GLOBAL_SEED`` environment variable, which DDP ranks inherit), or else 0."""
-    if seed is not None:
-        return seed
-    return int(os.environ.get("PL_GLOBAL_SEED", 0))
-
-
 def num_updates(total_frames: int | None, frames_per_batch: int) -> int | None:
     """Updates in a run bounded by ``total_frames`` (one per batch); ``None`` when unbounded."""
     return None if total_frames is None else -(-total_frames // frames_per_batch)
@@ -176,8 +168,11 @@ class OnPolicyModule(LightningModule):
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
         self.save_hyperparameters()
-        # The seed in force replaces None in the saved (and logged) hyperparameters.
-        seed = run_seed(seed)
+        # The seed in force replaces None in the saved (and logged) hyperparameters: else
+        # Lightning's global seed (seed_everything keeps it in the PL_GLOBAL_SEED environment
+        # variable, which DDP ranks inherit), else 0.
+        if seed is None:
+            seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         self.save_hyperparameters({"seed": seed})
         self.create_env = env_factory(env_id, backend=env_backend, **(env_kwargs or {}))
         probe = self.create_env()
@@ -227,8 +222,7 @@ class OnPolicyModule(LightningModule):
         self.loss_module: LossModule | None = None
         self._steps: LightningSteps | None = None
         self._advantages: OneCallGAE | None = None
-        self._parameter_list: list[torch.nn.Parameter] | None = None
-        self._lean_loss = None
+        self._parameter_list: list[torch.nn.Parameter] = []
         self._read_by_callbacks: frozenset[str] = frozenset()
 
     # --- for the algorithms ----------------------------------------------------------------
@@ -247,7 +241,7 @@ class OnPolicyModule(LightningModule):
         )
         # The gradient step's loss call: a dict of terms where the loss offers one (no output
         # TensorDict; see LeanClipPPOLoss.lean_loss), else the TorchRL loss's TensorDict.
-        self._lean_loss = getattr(loss, "lean_loss", None)
+        self._loss_call = getattr(loss, "lean_loss", loss.__call__)
         # The training step's advantages: the same estimator, the critic called once.
         self._advantages = OneCallGAE(loss.value_estimator)
         self.behaviour = BehaviourParameters(loss)
@@ -271,15 +265,15 @@ class OnPolicyModule(LightningModule):
         of :attr:`gradient_mode` (behaviour or current), the step is applied to the current
         parameters. Returns the detached loss terms and the gradient norm."""
         optimizer = self.optimizers()
-        steps = self._steps or LightningSteps(self.trainer, self)
+        steps = self._steps
         steps.zero_grad(optimizer)
         with self.gradient_parameters():
-            losses = (self._lean_loss or self.loss_module)(data)
+            losses = self._loss_call(data)
             terms = [v for k, v in losses.items() if k.startswith("loss_")]
             total = sum(terms[1:], terms[0])  # sum(terms) would add a 0 + first op and node
             steps.backward(total)
         max_norm = self.hparams.max_grad_norm or float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(self._loss_parameters(), max_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self._parameter_list, max_norm)
         if not (math.isfinite(total.item()) and math.isfinite(norm.item())):
             terms = ", ".join(
                 f"{k}={float(v):.4g}" for k, v in losses.items() if k.startswith("loss_")
@@ -307,15 +301,15 @@ class OnPolicyModule(LightningModule):
 
     # --- the skeleton ----------------------------------------------------------------------
 
-    def collection_frames(self) -> int:
-        """Frames to collect: ``total_frames``, else enough batches for ``trainer.max_steps``.
+    def collection_batches(self) -> int:
+        """Batches to collect: for ``total_frames``, else for ``trainer.max_steps``.
 
         The collector handed to Lightning must have a length: for an iterable without one,
         Lightning fetches a batch ahead of the training step, so the weights of update k would
         reach the collector after batch k+1 is handed out, and the policy lag would become 2.
         """
         if self.hparams.total_frames is not None:
-            return self.hparams.total_frames
+            return num_updates(self.hparams.total_frames, self.frames_per_batch)
         max_steps = self.trainer.max_steps if self._trainer is not None else -1
         if max_steps is None or max_steps < 0:
             raise ValueError(
@@ -323,8 +317,7 @@ class OnPolicyModule(LightningModule):
                 "(optimizer steps). An unbounded collector would let Lightning fetch a batch "
                 "ahead and the policy lag would become 2."
             )
-        updates = -(-max_steps // self.optimizer_steps_per_update)
-        return updates * self.frames_per_batch
+        return -(-max_steps // self.optimizer_steps_per_update)
 
     def setup(self, stage: str) -> None:
         if self.loss_module is None:
@@ -332,14 +325,13 @@ class OnPolicyModule(LightningModule):
                 f"{type(self).__name__} has no loss: call self.use_loss(...) at the end of "
                 "its __init__."
             )
-        self.collection.check_ranks(self.trainer.world_size)
 
     def train_dataloader(self):
         # A new collector counts policy versions from 0 with the weights it is given now (the
         # trained ones on a second fit), or from its restored state on resume.
         self.behaviour.remember(self.updates)
         return self.collection.start(
-            batches=num_updates(self.collection_frames(), self.frames_per_batch),
+            batches=self.collection_batches(),
             updates=self.updates,
             world_size=self.trainer.world_size,
             rank=self.global_rank,
@@ -356,16 +348,11 @@ class OnPolicyModule(LightningModule):
             return [optimizer], [scheduler]
         return optimizer
 
-    def _loss_parameters(self) -> list[torch.nn.Parameter]:
-        """The loss's parameters, in its order (the gradient norm's), listed once per fit."""
-        if self._parameter_list is None:
-            self._parameter_list = list(self.loss_module.parameters())
-        return self._parameter_list
-
     def on_train_start(self) -> None:
         # Decided once per fit: the callbacks, strategy and precision do not change within it.
         self._steps = LightningSteps(self.trainer, self)
-        self._parameter_list = None
+        # The loss's parameters, in its order (the gradient norm's), listed once per fit.
+        self._parameter_list = list(self.loss_module.parameters())
         self._read_by_callbacks = read_by_callbacks(self.trainer)
         self._started = time.perf_counter()
         self._last_step_end = self._started
@@ -432,12 +419,10 @@ class OnPolicyModule(LightningModule):
             logger.log_metrics(values, step=self.frames)
         # Lightning's callback metrics get what its callbacks read only (see read_by_callbacks).
         read = self._read_by_callbacks
-        bar = {k: values[k] for k in PROGRESS_BAR if k in read and k in values}
-        if bar:
-            self.log_dict(bar, prog_bar=True, logger=False, on_step=True, on_epoch=False)
-        other = {k: values[k] for k in sorted(read.difference(PROGRESS_BAR)) if k in values}
-        if other:
-            self.log_dict(other, logger=False, on_step=True, on_epoch=False)
+        for names, prog_bar in ((PROGRESS_BAR, True), (sorted(read - set(PROGRESS_BAR)), False)):
+            logged = {k: values[k] for k in names if k in read and k in values}
+            if logged:
+                self.log_dict(logged, prog_bar=prog_bar, logger=False, on_step=True, on_epoch=False)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The class (for hts-rl evaluate), the progress counters (a resumed run logs at the

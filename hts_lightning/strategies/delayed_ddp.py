@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
@@ -41,23 +40,12 @@ class DelayedGradientDDPStrategy(DDPStrategy):
 
     strategy_name = "hts_ddp"
 
-    def __init__(
-        self,
-        *,
-        find_unused_parameters: bool = False,
-        ddp_comm_state: object | None = None,
-        ddp_comm_hook: Callable | None = None,
-        ddp_comm_wrapper: Callable | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            find_unused_parameters=find_unused_parameters,
-            ddp_comm_state=ddp_comm_state,
-            ddp_comm_hook=ddp_comm_hook,
-            ddp_comm_wrapper=ddp_comm_wrapper,
-            **kwargs,
-        )
-        self._comm = (ddp_comm_state, ddp_comm_hook, ddp_comm_wrapper)
+    def __init__(self, *, find_unused_parameters: bool = False, **kwargs: Any) -> None:
+        super().__init__(find_unused_parameters=find_unused_parameters, **kwargs)
+        # DDPStrategy's arguments, kept here rather than read from its private attributes.
+        self._comm = [
+            kwargs.get(k) for k in ("ddp_comm_state", "ddp_comm_hook", "ddp_comm_wrapper")
+        ]
 
     @classmethod
     def register_strategies(cls, strategy_registry: Any) -> None:
