@@ -114,12 +114,8 @@ def _start_forkserver_early() -> None:
     multiprocessing.forkserver.ensure_running()
 
 
-# LightningCLI subcommands that the modules cannot serve, and what to use instead.
-_NOT_OFFERED = {
-    "validate": "the modules define no validation step",
-    "test": "the modules define no test step",
-    "predict": "the modules define no predict step",
-}
+# LightningCLI subcommands that the modules cannot serve: the step each would need.
+_NOT_OFFERED = {"validate": "validation", "test": "test", "predict": "predict"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if words[0] in _NOT_OFFERED:
             raise ValueError(
-                f"hts-rl {words[0]} is not offered: {_NOT_OFFERED[words[0]]}. To measure a "
-                "trained policy, play it: hts-rl evaluate CHECKPOINT_OR_MODEL_URI --episodes 10 "
-                "(greedy, seeded, logged to MLflow as eval/*)."
+                f"hts-rl {words[0]} is not offered: the modules define no {_NOT_OFFERED[words[0]]} "
+                "step. To measure a trained policy, play it: hts-rl evaluate "
+                "CHECKPOINT_OR_MODEL_URI --episodes 10 (greedy, seeded, logged to MLflow as "
+                "eval/*)."
             )
         if words[:1] == ["collect"]:
             return _collect(build_collect_parser().parse_args(words[1:]))
