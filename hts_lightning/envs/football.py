@@ -8,10 +8,10 @@ import gymnasium
 import numpy as np
 import torch
 from torchrl.data import Unbounded
-from torchrl.envs import Compose, GymWrapper, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import GymWrapper, TransformedEnv
 from torchrl.envs.gym_like import default_info_dict_reader
 
-from hts_lightning.envs._registry import check_football_scenario
+from hts_lightning.envs._registry import check_football_scenario, with_episode_stats
 
 __all__ = ["PAPER_SCENARIOS", "make_football_env"]
 
@@ -188,7 +188,4 @@ def make_football_env(
     env = GymWrapper(base)
     info_spec = {key: Unbounded(shape=(1,), dtype=torch.float32) for key in _INFO_KEYS}
     env.set_info_dict_reader(default_info_dict_reader(list(_INFO_KEYS), spec=info_spec))
-    env = TransformedEnv(env, Compose(StepCounter(), RewardSum()))
-    if seed is not None:
-        env.set_seed(seed)
-    return env
+    return with_episode_stats(env, seed=seed)
