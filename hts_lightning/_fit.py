@@ -84,17 +84,14 @@ class _HtsCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         logger = config.get("trainer", {}).get("logger")
-        if self._resumed_from is None or not hasattr(logger, "class_path"):
-            return
-        init_args = logger.get("init_args")
+        init_args = getattr(logger, "init_args", None)  # of one logger given by class_path
+        run = (self._resumed_from or {}).get(CHECKPOINT_KEY) or {}
         if (
-            not _is_mlflow_logger(logger.class_path)
-            or init_args is None
-            or init_args.get("run_id") is not None
+            run.get("run_id")
+            and init_args is not None
+            and init_args.get("run_id") is None
+            and _is_mlflow_logger(logger.class_path)
         ):
-            return
-        run = self._resumed_from.get(CHECKPOINT_KEY)
-        if run and run.get("run_id"):
             # The run id is passed to the logger as an argument, before it starts a run.
             init_args.run_id = run["run_id"]
             print(f"Continuing MLflow run {run['run_id']} from {config.ckpt_path}")
