@@ -216,31 +216,29 @@ def run_episodes(
     lengths: list[int] = []
     frames: list = []
     data = env.reset()
+    total, length = 0.0, 0  # of the episode under way
     try:
-        for episode in range(episodes):
-            total, length = 0.0, 0
-            recording = episode == 0 and record_frames > 0
-            while True:
-                if recording and len(frames) < record_frames:
-                    frames.append(_frame(env))
-                observation = data["observation"].unsqueeze(0)
-                if greedy:
-                    index = policy(observation)[0]
-                else:
-                    # One draw per row: per player when the logits are [players, actions].
-                    probabilities = policy.logits(observation)[0].softmax(-1)
-                    index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
-                data["action"] = env_action(index, env.action_spec)
-                stepped, data = env.step_and_maybe_reset(data)
-                step = stepped["next"]
-                total += float(step["reward"].sum())
-                length += 1
-                if bool(step["done"].any()):
-                    if "episode_reward" in step:
-                        total = float(step["episode_reward"].sum())
-                    returns.append(total)
-                    lengths.append(length)
-                    break
+        while len(returns) < episodes:
+            if not returns and len(frames) < record_frames:  # the first episode's
+                frames.append(_frame(env))
+            observation = data["observation"].unsqueeze(0)
+            if greedy:
+                index = policy(observation)[0]
+            else:
+                # One draw per row: per player when the logits are [players, actions].
+                probabilities = policy.logits(observation)[0].softmax(-1)
+                index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
+            data["action"] = env_action(index, env.action_spec)
+            stepped, data = env.step_and_maybe_reset(data)
+            step = stepped["next"]
+            total += float(step["reward"].sum())
+            length += 1
+            if bool(step["done"].any()):
+                if "episode_reward" in step:
+                    total = float(step["episode_reward"].sum())
+                returns.append(total)
+                lengths.append(length)
+                total, length = 0.0, 0
     finally:
         env.close()
     return returns, lengths, frames
@@ -315,9 +313,8 @@ def evaluate(argv: list[str]) -> int:
         f"{env_id}: return {mean:.2f} +- {std:.2f} (mean +- std) over {len(returns)} episodes, "
         f"{mode} actions, mean length {statistics.fmean(lengths):.1f}"
     )
-    video = None
-    if args.video:
-        video = Path(args.video)
+    video = Path(args.video) if args.video else None
+    if video:
         video.parent.mkdir(parents=True, exist_ok=True)
         _write_gif(frames, video, args.video_fps)
         print(f"Video of episode 1 ({len(frames)} frames): {video.resolve()}")
