@@ -6,9 +6,9 @@ only for these commands: it is where Lightning, MLflow and the training modules 
 from __future__ import annotations
 
 import contextvars
-import importlib
 import logging
 import os
+import pydoc
 import signal
 import sys
 import warnings
@@ -49,11 +49,7 @@ class _ReportWhereResultsAre(Callback):
 
 
 def _is_mlflow_logger(class_path: str) -> bool:
-    module_name, _, name = class_path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError):
-        return False
+    cls = pydoc.locate(class_path)  # jsonargparse imported it already, checking the config
     return isinstance(cls, type) and issubclass(cls, MLFlowLogger)
 
 

@@ -130,7 +130,6 @@ class MLflowLogger(MLFlowLogger):
             if isinstance(value, str):
                 warnings.warn(f"Discarding metric with string value {key}={value}.", stacklevel=2)
                 continue
-            key = f"{self._prefix}{self.LOGGER_JOIN_CHAR}{key}" if self._prefix else key
             name = re.sub("[^a-zA-Z0-9_/. -]+", "", key)  # MLflow's allowed characters
             if name != key:
                 warnings.warn(f"MLflow metric names: {key!r} logged as {name!r}.", stacklevel=2)
