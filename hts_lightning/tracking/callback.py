@@ -86,6 +86,7 @@ class MLflowTracking(Callback):
         if logger is None or not trainer.is_global_zero:
             return
         hparams = pl_module.hparams
+        commit = git_commit()  # None outside a git checkout
         tags = {
             "hts.version": package_version(),
             "hts.seed": hparams.get("seed"),
@@ -93,11 +94,10 @@ class MLflowTracking(Callback):
             "hts.collector": hparams.get("collector"),
             "hts.algorithm": type(pl_module).__name__,
             "hts.env_id": hparams.get("env_id"),
+            "hts.git_commit": commit,
+            # MLflow's own key, without our "+dirty" mark.
+            "mlflow.source.git.commit": commit and commit.removesuffix("+dirty"),
         }
-        commit = git_commit()
-        if commit is not None:
-            tags["hts.git_commit"] = commit
-            tags["mlflow.source.git.commit"] = commit.removesuffix("+dirty")
         for key, value in tags.items():
             if value is not None:
                 logger.experiment.set_tag(logger.run_id, key, str(value))
