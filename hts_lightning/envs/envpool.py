@@ -70,8 +70,8 @@ def _task_id(env_id: str) -> str:
     known = sorted(t for t, (path, _, _) in registry.specs.items() if path == family)
     if task_id in known:
         return task_id
-    prefix = "ALE/" if env_id.startswith("ALE/") else ""
-    hint = did_you_mean(task_id, known, cutoff=0.6, prefix=prefix)
+    # The suggestions keep the "ALE/" that the id had.
+    hint = did_you_mean(task_id, known, cutoff=0.6, prefix=env_id.removesuffix(task_id))
     raise ValueError(
         f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5') and classic-control "
         f"envs; {env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "
