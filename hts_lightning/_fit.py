@@ -67,7 +67,7 @@ class _HtsCLI(LightningCLI):
         super().parse_arguments(parser, args)
         # Before LightningCLI reads the checkpoint's hyperparameters (right after parsing):
         # one line naming the file when it is missing, truncated, foreign or holds code to run.
-        self._resumed_from = None
+        self._resumed_run_id = None  # of the MLflow run the checkpoint was written in
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         if config.get("ckpt_path") == "last":
@@ -75,22 +75,22 @@ class _HtsCLI(LightningCLI):
             print(f"Resuming from {config.ckpt_path}")
         ckpt_path = config.get("ckpt_path")
         if ckpt_path and ckpt_path not in _LIGHTNING_CKPT_WORDS and "://" not in ckpt_path:
-            self._resumed_from = read_checkpoint(ckpt_path)  # weights_only
+            run = read_checkpoint(ckpt_path).get(CHECKPOINT_KEY) or {}  # weights_only
+            self._resumed_run_id = run.get("run_id")
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         logger = config.get("trainer", {}).get("logger")
         init_args = getattr(logger, "init_args", None)  # of one logger given by class_path
-        run = (self._resumed_from or {}).get(CHECKPOINT_KEY) or {}
         if (
-            run.get("run_id")
+            self._resumed_run_id
             and init_args is not None
             and init_args.get("run_id") is None
             and _is_mlflow_logger(logger.class_path)
         ):
             # The run id is passed to the logger as an argument, before it starts a run.
-            init_args.run_id = run["run_id"]
-            print(f"Continuing MLflow run {run['run_id']} from {config.ckpt_path}")
+            init_args.run_id = self._resumed_run_id
+            print(f"Continuing MLflow run {init_args.run_id} from {config.ckpt_path}")
 
 
 # ckpt_path values that Lightning resolves itself (no local file to check here).

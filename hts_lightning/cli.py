@@ -43,8 +43,7 @@ def _collect(args: argparse.Namespace) -> int:
     frames_per_batch = args.num_envs * args.sync_interval
     returns: list[float] = []
     started = time.perf_counter()
-    first_batch_at = None
-    frames = 0
+    frames = 0  # after the first batch: the steady rate leaves start-up out
     with HTSCollector(
         create_env,
         policy,
@@ -55,7 +54,7 @@ def _collect(args: argparse.Namespace) -> int:
         seed=args.seed,
     ) as collector:
         for index, batch in enumerate(collector):
-            if first_batch_at is None:
+            if index == 0:
                 first_batch_at = time.perf_counter()
             else:
                 frames += batch.numel()
