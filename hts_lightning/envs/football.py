@@ -34,13 +34,6 @@ PAPER_SCENARIOS = (
 _INFO_KEYS = ("score_reward", "goal_difference")
 
 
-def _to_gymnasium_box(space, channels_first: bool) -> gymnasium.spaces.Box:
-    low, high = np.asarray(space.low), np.asarray(space.high)
-    if channels_first and low.ndim >= 3:  # [..., H, W, C] -> [..., C, H, W]
-        low, high = np.moveaxis(low, -1, -3), np.moveaxis(high, -1, -3)
-    return gymnasium.spaces.Box(low=low, high=high, dtype=space.dtype)
-
-
 class _GymnasiumFootball(gymnasium.Env):
     """gfootball's (gym 0.25) env behind the gymnasium API, with the engine seeded from reset.
 
@@ -71,7 +64,10 @@ class _GymnasiumFootball(gymnasium.Env):
         self._config = self._env.unwrapped._config
         self._channels_first = channels_first
         self._players = players
-        self.observation_space = _to_gymnasium_box(self._env.observation_space, channels_first)
+        space = self._env.observation_space  # its bounds laid out as the observations are
+        self.observation_space = gymnasium.spaces.Box(
+            low=self._observation(space.low), high=self._observation(space.high), dtype=space.dtype
+        )
         actions = int(np.ravel(getattr(self._env.action_space, "nvec", [0]))[0]) or int(
             self._env.action_space.n
         )
@@ -85,7 +81,7 @@ class _GymnasiumFootball(gymnasium.Env):
 
     def _observation(self, observation) -> np.ndarray:
         observation = np.asarray(observation)
-        if self._channels_first and observation.ndim >= 3:
+        if self._channels_first and observation.ndim >= 3:  # [..., H, W, C] -> [..., C, H, W]
             observation = np.ascontiguousarray(np.moveaxis(observation, -1, -3))
         return observation
 
