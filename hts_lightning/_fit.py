@@ -68,8 +68,7 @@ class _HtsCLI(LightningCLI):
         # Before LightningCLI reads the checkpoint's hyperparameters (right after parsing):
         # one line naming the file when it is missing, truncated, foreign or holds code to run.
         self._resumed_run_id = None  # of the MLflow run the checkpoint was written in
-        subcommand = self.config.get("subcommand")
-        config = self.config[subcommand] if subcommand else self.config
+        config = self.config.fit  # the only subcommand
         if config.get("ckpt_path") == "last":
             config.ckpt_path = str(_latest_last_checkpoint())
             print(f"Resuming from {config.ckpt_path}")
@@ -79,7 +78,7 @@ class _HtsCLI(LightningCLI):
             self._resumed_run_id = run.get("run_id")
 
     def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
+        config = self.config.fit
         logger = config.get("trainer", {}).get("logger")
         init_args = getattr(logger, "init_args", None)  # of one logger given by class_path
         if (

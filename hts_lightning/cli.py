@@ -76,9 +76,8 @@ def _collect(args: argparse.Namespace) -> int:
         "episodes": len(returns),
         "episode_returns": returns,
     }
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"collect-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = Path(args.output) / f"collect-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2))
     print(f"Results written to {path.resolve()}")
     return 0
