@@ -31,18 +31,15 @@ def git_commit() -> str | None:
     """The commit of the checkout the package is imported from, ``+dirty`` when it has
     uncommitted changes to tracked files; ``None`` outside a git checkout."""
     folder = Path(__file__).resolve().parent
+    # With every tag excluded, --always names the commit itself (all 40 digits of it).
+    describe = ["describe", "--always", "--abbrev=40", "--dirty=+dirty", "--exclude=*"]
     try:
-        head = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+        return subprocess.run(
+            ["git", "-C", str(folder), *describe],
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
-    return f"{head}+dirty" if dirty else head
 
 
 def _mlflow_logger(trainer: Trainer) -> MLFlowLogger | None:
