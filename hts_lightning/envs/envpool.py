@@ -198,12 +198,8 @@ class EnvpoolReplica(EnvBase):
 
 
 def _box_spec(space) -> Bounded:
-    return Bounded(
-        low=torch.as_tensor(space.low),
-        high=torch.as_tensor(space.high),
-        shape=space.shape,
-        dtype=torch.as_tensor(space.low).dtype,
-    )
+    low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+    return Bounded(low=low, high=high, shape=low.shape, dtype=low.dtype)
 
 
 def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
