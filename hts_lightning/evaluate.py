@@ -49,13 +49,12 @@ def build_evaluate_parser() -> argparse.ArgumentParser:
         "--sample", action="store_true", help="sample actions from the policy (default: greedy)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the env and the sampling")
-    parser.add_argument("--env", default=None, help="env id (default: the one trained on)")
-    parser.add_argument("--video", default=None, help="write the first episode to this .gif")
+    parser.add_argument("--env", help="env id (default: the one trained on)")
+    parser.add_argument("--video", help="write the first episode to this .gif")
     parser.add_argument("--video-fps", type=int, default=30)
     parser.add_argument("--video-max-frames", type=int, default=1000)
     parser.add_argument(
         "--tracking-uri",
-        default=None,
         help="MLflow store (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)",
     )
     parser.add_argument(
