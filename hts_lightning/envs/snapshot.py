@@ -107,9 +107,8 @@ def _layers(env: gym.Env) -> list[gym.Env]:
 
 
 def _gymnasium_supported(env: gym.Env) -> bool:
-    layers = _layers(env)
-    wrappers_ok = all(type(w).__module__.startswith("gymnasium.wrappers") for w in layers[:-1])
-    inner = layers[-1]
+    *wrappers, inner = _layers(env)
+    wrappers_ok = all(type(w).__module__.startswith("gymnasium.wrappers") for w in wrappers)
     return wrappers_ok and (
         _is_ale(inner) or type(inner).__module__.startswith(_PURE_PYTHON_ENV_PACKAGES)
     )
