@@ -47,17 +47,13 @@ def check_football_installed() -> None:
         )
 
 
-def football_scenarios() -> list[str]:
-    """The scenario names of the installed gfootball (read from its files, not imported)."""
+def check_football_scenario(scenario: str) -> None:
+    """Raise a ValueError naming an unknown gfootball scenario and the closest ones (the
+    installed gfootball's scenarios, read from its files, not imported)."""
     check_football_installed()
     package = importlib.util.find_spec("gfootball").submodule_search_locations[0]
     folder = Path(package) / "scenarios"
-    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
-
-
-def check_football_scenario(scenario: str) -> None:
-    """Raise a ValueError naming an unknown gfootball scenario and the closest ones."""
-    scenarios = football_scenarios()
+    scenarios = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
     if scenario not in scenarios:
         raise ValueError(
             f"Unknown Google Research Football scenario {scenario!r}."
