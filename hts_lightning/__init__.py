@@ -22,20 +22,18 @@ if TYPE_CHECKING:
     from hts_lightning.modules import A2C, ACKTR, PPO, OnPolicyModule
     from hts_lightning.strategies import DelayedGradientDDPStrategy
 
+# Where each lazily loaded name lives.
 _HOMES = {
-    "A2C": "hts_lightning.modules",
-    "ACKTR": "hts_lightning.modules",
-    "PPO": "hts_lightning.modules",
-    "OnPolicyModule": "hts_lightning.modules",
-    "CountingEnv": "hts_lightning.envs",
-    "VariableLatencyEnv": "hts_lightning.envs",
-    "make_atari_env": "hts_lightning.envs",
-    "make_football_env": "hts_lightning.envs",
-    "make_gym_env": "hts_lightning.envs",
-    "DelayedGradientDDPStrategy": "hts_lightning.strategies",
-    "EnvReplicaError": "hts_lightning.collectors",
-    "HTSCollector": "hts_lightning.collectors",
-    "WorkerDiedError": "hts_lightning.collectors",
+    "hts_lightning.collectors": ("EnvReplicaError", "HTSCollector", "WorkerDiedError"),
+    "hts_lightning.envs": (
+        "CountingEnv",
+        "VariableLatencyEnv",
+        "make_atari_env",
+        "make_football_env",
+        "make_gym_env",
+    ),
+    "hts_lightning.modules": ("A2C", "ACKTR", "PPO", "OnPolicyModule"),
+    "hts_lightning.strategies": ("DelayedGradientDDPStrategy",),
 }
 
 __all__ = [
@@ -56,7 +54,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    home = _HOMES.get(name)
+    home = next((home for home, names in _HOMES.items() if name in names), None)
     if home is None:
         raise AttributeError(f"module 'hts_lightning' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)

@@ -6,9 +6,9 @@ only for these commands: it is where Lightning, MLflow and the training modules 
 from __future__ import annotations
 
 import contextvars
-import importlib
 import logging
 import os
+import pydoc
 import signal
 import sys
 import warnings
@@ -49,11 +49,7 @@ class _ReportWhereResultsAre(Callback):
 
 
 def _is_mlflow_logger(class_path: str) -> bool:
-    module_name, _, name = class_path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError):
-        return False
+    cls = pydoc.locate(class_path)  # jsonargparse imported it already, checking the config
     return isinstance(cls, type) and issubclass(cls, MLFlowLogger)
 
 
@@ -71,33 +67,29 @@ class _HtsCLI(LightningCLI):
         super().parse_arguments(parser, args)
         # Before LightningCLI reads the checkpoint's hyperparameters (right after parsing):
         # one line naming the file when it is missing, truncated, foreign or holds code to run.
-        self._resumed_from = None
-        subcommand = self.config.get("subcommand")
-        config = self.config[subcommand] if subcommand else self.config
+        self._resumed_run_id = None  # of the MLflow run the checkpoint was written in
+        config = self.config.fit  # the only subcommand
         if config.get("ckpt_path") == "last":
             config.ckpt_path = str(_latest_last_checkpoint())
             print(f"Resuming from {config.ckpt_path}")
         ckpt_path = config.get("ckpt_path")
         if ckpt_path and ckpt_path not in _LIGHTNING_CKPT_WORDS and "://" not in ckpt_path:
-            self._resumed_from = read_checkpoint(ckpt_path)  # weights_only
+            run = read_checkpoint(ckpt_path).get(CHECKPOINT_KEY) or {}  # weights_only
+            self._resumed_run_id = run.get("run_id")
 
     def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
+        config = self.config.fit
         logger = config.get("trainer", {}).get("logger")
-        if self._resumed_from is None or not hasattr(logger, "class_path"):
-            return
-        init_args = logger.get("init_args")
+        init_args = getattr(logger, "init_args", None)  # of one logger given by class_path
         if (
-            not _is_mlflow_logger(logger.class_path)
-            or init_args is None
-            or init_args.get("run_id") is not None
+            self._resumed_run_id
+            and init_args is not None
+            and init_args.get("run_id") is None
+            and _is_mlflow_logger(logger.class_path)
         ):
-            return
-        run = self._resumed_from.get(CHECKPOINT_KEY)
-        if run and run.get("run_id"):
             # The run id is passed to the logger as an argument, before it starts a run.
-            init_args.run_id = run["run_id"]
-            print(f"Continuing MLflow run {run['run_id']} from {config.ckpt_path}")
+            init_args.run_id = self._resumed_run_id
+            print(f"Continuing MLflow run {init_args.run_id} from {config.ckpt_path}")
 
 
 # ckpt_path values that Lightning resolves itself (no local file to check here).

@@ -43,8 +43,7 @@ def _collect(args: argparse.Namespace) -> int:
     frames_per_batch = args.num_envs * args.sync_interval
     returns: list[float] = []
     started = time.perf_counter()
-    first_batch_at = None
-    frames = 0
+    frames = 0  # after the first batch: the steady rate leaves start-up out
     with HTSCollector(
         create_env,
         policy,
@@ -55,7 +54,7 @@ def _collect(args: argparse.Namespace) -> int:
         seed=args.seed,
     ) as collector:
         for index, batch in enumerate(collector):
-            if first_batch_at is None:
+            if index == 0:
                 first_batch_at = time.perf_counter()
             else:
                 frames += batch.numel()
@@ -77,9 +76,8 @@ def _collect(args: argparse.Namespace) -> int:
         "episodes": len(returns),
         "episode_returns": returns,
     }
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"collect-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = Path(args.output) / f"collect-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2))
     print(f"Results written to {path.resolve()}")
     return 0
@@ -114,12 +112,8 @@ def _start_forkserver_early() -> None:
     multiprocessing.forkserver.ensure_running()
 
 
-# LightningCLI subcommands that the modules cannot serve, and what to use instead.
-_NOT_OFFERED = {
-    "validate": "the modules define no validation step",
-    "test": "the modules define no test step",
-    "predict": "the modules define no predict step",
-}
+# LightningCLI subcommands that the modules cannot serve: the step each would need.
+_NOT_OFFERED = {"validate": "validation", "test": "test", "predict": "predict"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if words[0] in _NOT_OFFERED:
             raise ValueError(
-                f"hts-rl {words[0]} is not offered: {_NOT_OFFERED[words[0]]}. To measure a "
-                "trained policy, play it: hts-rl evaluate CHECKPOINT_OR_MODEL_URI --episodes 10 "
-                "(greedy, seeded, logged to MLflow as eval/*)."
+                f"hts-rl {words[0]} is not offered: the modules define no {_NOT_OFFERED[words[0]]} "
+                "step. To measure a trained policy, play it: hts-rl evaluate "
+                "CHECKPOINT_OR_MODEL_URI --episodes 10 (greedy, seeded, logged to MLflow as "
+                "eval/*)."
             )
         if words[:1] == ["collect"]:
             return _collect(build_collect_parser().parse_args(words[1:]))

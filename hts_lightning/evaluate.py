@@ -20,9 +20,8 @@ import importlib
 import math
 import os
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import torch
 from torchrl.data import Categorical, OneHot, TensorSpec
@@ -35,26 +34,6 @@ from hts_lightning.tracking.evaluation import log_evaluation
 from hts_lightning.tracking.mlflow import resolve_tracking_uri
 
 __all__ = ["build_evaluate_parser", "env_action", "evaluate", "load_policy", "run_episodes"]
-
-
-@dataclass
-class _Loaded:
-    policy: TensorPolicy | _ExportedPolicy
-    env_id: str
-    env_kwargs: dict = field(default_factory=dict)
-    training_run_id: str | None = None
-
-
-@dataclass
-class _ExportedPolicy:
-    """The pickle-free MLflow models of a run (see ``log_policy_model``): greedy actions, and
-    the logits when sampling needs them."""
-
-    actions: Callable[[torch.Tensor], torch.Tensor]
-    logits: Callable[[torch.Tensor], torch.Tensor] | None = None
-
-    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.actions(observation)
 
 
 def build_evaluate_parser() -> argparse.ArgumentParser:
@@ -70,13 +49,12 @@ def build_evaluate_parser() -> argparse.ArgumentParser:
         "--sample", action="store_true", help="sample actions from the policy (default: greedy)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the env and the sampling")
-    parser.add_argument("--env", default=None, help="env id (default: the one trained on)")
-    parser.add_argument("--video", default=None, help="write the first episode to this .gif")
+    parser.add_argument("--env", help="env id (default: the one trained on)")
+    parser.add_argument("--video", help="write the first episode to this .gif")
     parser.add_argument("--video-fps", type=int, default=30)
     parser.add_argument("--video-max-frames", type=int, default=1000)
     parser.add_argument(
         "--tracking-uri",
-        default=None,
         help="MLflow store (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)",
     )
     parser.add_argument(
@@ -86,8 +64,12 @@ def build_evaluate_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> _Loaded:
-    """The policy, env and training run of a checkpoint path or an MLflow model URI.
+def load_policy(
+    source: str, *, tracking_uri: str, sample: bool = False
+) -> tuple[torch.nn.Module, str | None, dict, str | None]:
+    """The policy, env id, env arguments and training run id of a checkpoint path or an MLflow
+    model URI. The policy maps observations to greedy action indices; its ``logits`` gives
+    the action logits (for an MLflow model, only when ``sample``).
 
     Nothing from the source is executed: a checkpoint is read with ``weights_only=True``
     (:func:`~hts_lightning.checkpoint.read_checkpoint`) and only a module class of
@@ -111,7 +93,7 @@ def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> _Loa
     module = module_class(**hparams)
     module.load_state_dict(checkpoint["state_dict"])
     run = checkpoint.get(CHECKPOINT_KEY) or {}
-    return _Loaded(
+    return (
         TensorPolicy.from_env(module.actor, module.create_env),
         module.hparams.env_id,
         dict(module.hparams.env_kwargs or {}),
@@ -119,7 +101,7 @@ def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> _Loa
     )
 
 
-def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> _Loaded:
+def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool):
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -127,12 +109,12 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> _Loa
     info = mlflow.models.get_model_info(source)
     metadata = info.metadata or {}
 
-    def load(uri: str):
+    def load(uri: str) -> torch.nn.Module:
         # MLflow's own guard: a pt2 archive is checked to be pickle-free, a pickle refused.
-        previous = os.environ.get("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
-        os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = "false"
+        # (patch.dict puts the environment back as it was, whatever happens.)
         try:
-            return mlflow.pytorch.load_model(uri)
+            with mock.patch.dict(os.environ, MLFLOW_ALLOW_PICKLE_DESERIALIZATION="false"):
+                return mlflow.pytorch.load_model(uri)
         except MlflowException as error:
             raise ValueError(
                 f"{uri} cannot be loaded without running code in it "
@@ -140,13 +122,8 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> _Loa
                 "pickle-free (pt2) models that hts-rl fit logs. Evaluate the run's checkpoint "
                 "instead."
             ) from None
-        finally:
-            if previous is None:
-                os.environ.pop("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
-            else:
-                os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = previous
 
-    policy = _ExportedPolicy(load(source))
+    policy = load(source)
     if sample:
         # The logits are their own model, logged beside "model" in the same run.
         logits_uri = f"runs:/{info.run_id}/logits"
@@ -157,8 +134,9 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> _Loa
                 f"--sample needs the policy's logits, and run {info.run_id} has no 'logits' "
                 f"model beside {source}: evaluate greedily, or evaluate the run's checkpoint."
             ) from None
+        # A submodule beside the greedy program, read as TensorPolicy.logits is.
         policy.logits = load(logits_uri)
-    return _Loaded(policy, metadata.get("env_id"), metadata.get("env_kwargs") or {}, info.run_id)
+    return policy, metadata.get("env_id"), metadata.get("env_kwargs") or {}, info.run_id
 
 
 def _module_class(name: str, path: Path):
@@ -210,7 +188,7 @@ def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
 
 
 def run_episodes(
-    policy: TensorPolicy | _ExportedPolicy,
+    policy: torch.nn.Module,
     create_env,
     *,
     episodes: int,
@@ -237,31 +215,29 @@ def run_episodes(
     lengths: list[int] = []
     frames: list = []
     data = env.reset()
+    total, length = 0.0, 0  # of the episode under way
     try:
-        for episode in range(episodes):
-            total, length = 0.0, 0
-            recording = episode == 0 and record_frames > 0
-            while True:
-                if recording and len(frames) < record_frames:
-                    frames.append(_frame(env))
-                observation = data["observation"].unsqueeze(0)
-                if greedy:
-                    index = policy(observation)[0]
-                else:
-                    # One draw per row: per player when the logits are [players, actions].
-                    probabilities = policy.logits(observation)[0].softmax(-1)
-                    index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
-                data["action"] = env_action(index, env.action_spec)
-                stepped, data = env.step_and_maybe_reset(data)
-                step = stepped["next"]
-                total += float(step["reward"].sum())
-                length += 1
-                if bool(step["done"].any()):
-                    if "episode_reward" in step:
-                        total = float(step["episode_reward"].sum())
-                    returns.append(total)
-                    lengths.append(length)
-                    break
+        while len(returns) < episodes:
+            if not returns and len(frames) < record_frames:  # the first episode's
+                frames.append(_frame(env))
+            observation = data["observation"].unsqueeze(0)
+            if greedy:
+                index = policy(observation)[0]
+            else:
+                # One draw per row: per player when the logits are [players, actions].
+                probabilities = policy.logits(observation)[0].softmax(-1)
+                index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
+            data["action"] = env_action(index, env.action_spec)
+            stepped, data = env.step_and_maybe_reset(data)
+            step = stepped["next"]
+            total += float(step["reward"].sum())
+            length += 1
+            if bool(step["done"].any()):
+                if "episode_reward" in step:
+                    total = float(step["episode_reward"].sum())
+                returns.append(total)
+                lengths.append(length)
+                total, length = 0.0, 0
     finally:
         env.close()
     return returns, lengths, frames
@@ -314,15 +290,16 @@ def evaluate(argv: list[str]) -> int:
             "is not a dependency. Name the file *.gif."
         )
     uri = resolve_tracking_uri(args.tracking_uri)
-    loaded = load_policy(args.source, tracking_uri=uri, sample=args.sample)
-    env_id = args.env or loaded.env_id
+    policy, trained_env_id, env_kwargs, training_run_id = load_policy(
+        args.source, tracking_uri=uri, sample=args.sample
+    )
+    env_id = args.env or trained_env_id
     if env_id is None:
         raise ValueError(f"{args.source} does not name its env: pass --env (e.g. CartPole-v1).")
     # The trained env's arguments (e.g. Atari's sticky actions) apply to that env only.
-    env_kwargs = loaded.env_kwargs if env_id == loaded.env_id else {}
-    create_env = env_factory(env_id, **env_kwargs)
+    create_env = env_factory(env_id, **(env_kwargs if env_id == trained_env_id else {}))
     returns, lengths, frames = run_episodes(
-        loaded.policy,
+        policy,
         create_env,
         episodes=args.episodes,
         greedy=not args.sample,
@@ -335,9 +312,8 @@ def evaluate(argv: list[str]) -> int:
         f"{env_id}: return {mean:.2f} +- {std:.2f} (mean +- std) over {len(returns)} episodes, "
         f"{mode} actions, mean length {statistics.fmean(lengths):.1f}"
     )
-    video = None
-    if args.video:
-        video = Path(args.video)
+    video = Path(args.video) if args.video else None
+    if video:
         video.parent.mkdir(parents=True, exist_ok=True)
         _write_gif(frames, video, args.video_fps)
         print(f"Video of episode 1 ({len(frames)} frames): {video.resolve()}")
@@ -345,7 +321,7 @@ def evaluate(argv: list[str]) -> int:
         mode = "sample" if args.sample else "greedy"
         run_id = log_evaluation(
             tracking_uri=uri,
-            training_run_id=loaded.training_run_id,
+            training_run_id=training_run_id,
             experiment_name=args.experiment_name,
             run_name=f"evaluate-{mode}",
             params={

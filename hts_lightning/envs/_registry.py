@@ -1,13 +1,15 @@
-"""Early, friendly checks of environment ids (before any process starts)."""
+"""What the env factories share: early, friendly checks of environment ids (before any
+process starts), and the transforms every factory's env ends with."""
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib.util
 from pathlib import Path
 
+import ale_py
 import gymnasium as gym
+from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounter, TransformedEnv
 
 
 def did_you_mean(name: str, known: list[str], *, cutoff: float = 0.5, prefix: str = "") -> str:
@@ -18,10 +20,7 @@ def did_you_mean(name: str, known: list[str], *, cutoff: float = 0.5, prefix: st
 
 def check_env_id(env_id: str) -> None:
     """Raise a ValueError naming an unknown gymnasium id and the closest registered ones."""
-    with contextlib.suppress(ImportError):  # pragma: no cover - ale-py is a core dependency
-        import ale_py
-
-        gym.register_envs(ale_py)
+    gym.register_envs(ale_py)
     ids = sorted(gym.registry.keys())
     if env_id not in ids:
         raise ValueError(f"Unknown environment id {env_id!r}.{did_you_mean(env_id, ids)}")
@@ -48,19 +47,30 @@ def check_football_installed() -> None:
         )
 
 
-def football_scenarios() -> list[str]:
-    """The scenario names of the installed gfootball (read from its files, not imported)."""
+def check_football_scenario(scenario: str) -> None:
+    """Raise a ValueError naming an unknown gfootball scenario and the closest ones (the
+    installed gfootball's scenarios, read from its files, not imported)."""
     check_football_installed()
     package = importlib.util.find_spec("gfootball").submodule_search_locations[0]
     folder = Path(package) / "scenarios"
-    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
-
-
-def check_football_scenario(scenario: str) -> None:
-    """Raise a ValueError naming an unknown gfootball scenario and the closest ones."""
-    scenarios = football_scenarios()
+    scenarios = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
     if scenario not in scenarios:
         raise ValueError(
             f"Unknown Google Research Football scenario {scenario!r}."
             f"{did_you_mean(scenario, scenarios)} Known: {', '.join(scenarios)}."
         )
+
+
+def with_episode_stats(
+    env: EnvBase, *, seed: int | None = None, clip_rewards: bool = False
+) -> TransformedEnv:
+    """``env`` reporting ``"step_count"`` and the raw return ``"episode_reward"``, its training
+    reward clipped to [-1, 1] when ``clip_rewards``; seeded when ``seed`` is given."""
+    transforms = [StepCounter(), RewardSum()]
+    if clip_rewards:
+        # After RewardSum, so that "episode_reward" keeps the raw game score.
+        transforms.append(RewardClipping(-1.0, 1.0))
+    env = TransformedEnv(env, Compose(*transforms))
+    if seed is not None:
+        env.set_seed(seed)
+    return env

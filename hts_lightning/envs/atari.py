@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-from torchrl.envs import Compose, GymWrapper, RewardClipping, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import GymWrapper, TransformedEnv
 
-from hts_lightning.envs._registry import check_env_id
+from hts_lightning.envs._registry import check_env_id, with_episode_stats
 
 __all__ = ["make_atari_env"]
 
@@ -68,11 +68,4 @@ def make_atari_env(
         scale_obs=False,
     )
     base = FrameStackObservation(base, stack_size=frame_stack)
-    transforms = [StepCounter(), RewardSum()]
-    if clip_rewards:
-        # After RewardSum, so that "episode_reward" keeps the raw game score.
-        transforms.append(RewardClipping(-1.0, 1.0))
-    env = TransformedEnv(GymWrapper(base), Compose(*transforms))
-    if seed is not None:
-        env.set_seed(seed)
-    return env
+    return with_episode_stats(GymWrapper(base), seed=seed, clip_rewards=clip_rewards)

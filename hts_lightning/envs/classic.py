@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from torchrl.envs import Compose, GymEnv, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import GymEnv, TransformedEnv
 
-from hts_lightning.envs._registry import check_env_id
+from hts_lightning.envs._registry import check_env_id, with_episode_stats
 
 __all__ = ["make_gym_env"]
 
@@ -26,7 +26,4 @@ def make_gym_env(env_id: str, *, seed: int | None = None) -> TransformedEnv:
         3.0
     """
     check_env_id(env_id)
-    env = TransformedEnv(GymEnv(env_id), Compose(StepCounter(), RewardSum()))
-    if seed is not None:
-        env.set_seed(seed)
-    return env
+    return with_episode_stats(GymEnv(env_id), seed=seed)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import warnings
 from typing import Any
 
@@ -25,9 +26,10 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
-from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import EnvBase, TransformedEnv
 
-from hts_lightning.envs._registry import MissingDependencyError, did_you_mean
+from hts_lightning.envs._registry import MissingDependencyError, did_you_mean, with_episode_stats
+from hts_lightning.envs.atari import make_atari_env
 
 __all__ = ["ENVPOOL_INSTALL", "EnvpoolFactory", "envpool_available", "envpool_factory"]
 
@@ -42,17 +44,14 @@ ENVPOOL_INSTALL = (
     "`env_backend: python` (the default) in the recipe's model init_args."
 )
 
-# make_atari_env's defaults, which the envpool path keeps.
-_ATARI_DEFAULTS = dict(
-    frame_skip=4,
-    frame_stack=4,
-    screen_size=84,
-    noop_max=30,
-    repeat_action_probability=0.0,
-    episodic_life=False,
-    clip_rewards=True,
-    max_episode_frames=108_000,
-)
+_DONE_KEYS = ("done", "terminated", "truncated")
+
+# make_atari_env's options and their defaults, which the envpool path keeps.
+_ATARI_DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(make_atari_env).parameters.items()
+    if parameter.kind is parameter.KEYWORD_ONLY and name != "seed"
+}
 
 
 def envpool_available() -> bool:
@@ -71,8 +70,8 @@ def _task_id(env_id: str) -> str:
     known = sorted(t for t, (path, _, _) in registry.specs.items() if path == family)
     if task_id in known:
         return task_id
-    prefix = "ALE/" if env_id.startswith("ALE/") else ""
-    hint = did_you_mean(task_id, known, cutoff=0.6, prefix=prefix)
+    # The suggestions keep the "ALE/" that the id had.
+    hint = did_you_mean(task_id, known, cutoff=0.6, prefix=env_id.removesuffix(task_id))
     raise ValueError(
         f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5') and classic-control "
         f"envs; {env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "
@@ -106,10 +105,7 @@ class EnvpoolFactory:
 
     def __call__(self) -> TransformedEnv:
         """One replica as a TorchRL env, with the keys and transforms of the Python path."""
-        transforms = [StepCounter(), RewardSum()]
-        if self.clip_rewards:
-            transforms.append(RewardClipping(-1.0, 1.0))
-        return TransformedEnv(EnvpoolReplica(self), Compose(*transforms))
+        return with_episode_stats(EnvpoolReplica(self), clip_rewards=self.clip_rewards)
 
     def make_pool(self, *, seeds: list[int], num_threads: int, batch_size: int = 1):
         """An envpool of ``len(seeds)`` envs (env ``i`` seeded ``seeds[i]``) whose ``recv``
@@ -152,9 +148,7 @@ class EnvpoolReplica(EnvBase):
         )
         self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
         self.full_done_spec = Composite(
-            done=Categorical(2, shape=(1,), dtype=torch.bool),
-            terminated=Categorical(2, shape=(1,), dtype=torch.bool),
-            truncated=Categorical(2, shape=(1,), dtype=torch.bool),
+            {key: Categorical(2, shape=(1,), dtype=torch.bool) for key in _DONE_KEYS}
         )
         self._action_dtype = probe.spec.action_array_spec["action"].dtype
         del probe
@@ -204,12 +198,8 @@ class EnvpoolReplica(EnvBase):
 
 
 def _box_spec(space) -> Bounded:
-    return Bounded(
-        low=torch.as_tensor(space.low),
-        high=torch.as_tensor(space.high),
-        shape=space.shape,
-        dtype=torch.as_tensor(space.low).dtype,
-    )
+    low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+    return Bounded(low=low, high=high, shape=low.shape, dtype=low.dtype)
 
 
 def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:

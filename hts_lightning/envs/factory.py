@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import EnvBase, TransformedEnv
 
 from hts_lightning.choices import check_env_backend
-from hts_lightning.envs._registry import check_env_id, check_football_scenario
+from hts_lightning.envs._registry import check_env_id, check_football_scenario, with_episode_stats
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.envpool import envpool_factory
@@ -27,7 +27,7 @@ _OWN_ENVS = {"VariableLatency": VariableLatencyEnv, "Counting": CountingEnv}
 
 def make_own_env(env_class: type[EnvBase], **env_kwargs) -> TransformedEnv:
     """``env_class(**env_kwargs)`` reporting ``"episode_reward"`` and ``"step_count"``."""
-    return TransformedEnv(env_class(**env_kwargs), Compose(StepCounter(), RewardSum()))
+    return with_episode_stats(env_class(**env_kwargs))
 
 
 def env_factory(env_id: str, *, backend: str = "python", **env_kwargs) -> Callable[[], EnvBase]:

@@ -8,10 +8,10 @@ import gymnasium
 import numpy as np
 import torch
 from torchrl.data import Unbounded
-from torchrl.envs import Compose, GymWrapper, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import GymWrapper, TransformedEnv
 from torchrl.envs.gym_like import default_info_dict_reader
 
-from hts_lightning.envs._registry import check_football_scenario
+from hts_lightning.envs._registry import check_football_scenario, with_episode_stats
 
 __all__ = ["PAPER_SCENARIOS", "make_football_env"]
 
@@ -32,13 +32,6 @@ PAPER_SCENARIOS = (
 
 #: Per-step env outputs read from the info dict: the step's scoring reward, the goal difference.
 _INFO_KEYS = ("score_reward", "goal_difference")
-
-
-def _to_gymnasium_box(space, channels_first: bool) -> gymnasium.spaces.Box:
-    low, high = np.asarray(space.low), np.asarray(space.high)
-    if channels_first and low.ndim >= 3:  # [..., H, W, C] -> [..., C, H, W]
-        low, high = np.moveaxis(low, -1, -3), np.moveaxis(high, -1, -3)
-    return gymnasium.spaces.Box(low=low, high=high, dtype=space.dtype)
 
 
 class _GymnasiumFootball(gymnasium.Env):
@@ -71,7 +64,10 @@ class _GymnasiumFootball(gymnasium.Env):
         self._config = self._env.unwrapped._config
         self._channels_first = channels_first
         self._players = players
-        self.observation_space = _to_gymnasium_box(self._env.observation_space, channels_first)
+        space = self._env.observation_space  # its bounds laid out as the observations are
+        self.observation_space = gymnasium.spaces.Box(
+            low=self._observation(space.low), high=self._observation(space.high), dtype=space.dtype
+        )
         actions = int(np.ravel(getattr(self._env.action_space, "nvec", [0]))[0]) or int(
             self._env.action_space.n
         )
@@ -85,7 +81,7 @@ class _GymnasiumFootball(gymnasium.Env):
 
     def _observation(self, observation) -> np.ndarray:
         observation = np.asarray(observation)
-        if self._channels_first and observation.ndim >= 3:
+        if self._channels_first and observation.ndim >= 3:  # [..., H, W, C] -> [..., C, H, W]
             observation = np.ascontiguousarray(np.moveaxis(observation, -1, -3))
         return observation
 
@@ -188,7 +184,4 @@ def make_football_env(
     env = GymWrapper(base)
     info_spec = {key: Unbounded(shape=(1,), dtype=torch.float32) for key in _INFO_KEYS}
     env.set_info_dict_reader(default_info_dict_reader(list(_INFO_KEYS), spec=info_spec))
-    env = TransformedEnv(env, Compose(StepCounter(), RewardSum()))
-    if seed is not None:
-        env.set_seed(seed)
-    return env
+    return with_episode_stats(env, seed=seed)

@@ -86,7 +86,11 @@ def load_env_state(env: EnvBase, state: Any) -> None:
             "saved from an env built differently."
         )
     for layer, layer_state in zip(layers, payload):
-        _load_layer_state(layer, layer_state)
+        for key, value in layer_state.items():
+            if key == "ale":
+                layer.restore_state(value)
+            else:
+                setattr(layer, key, copy.deepcopy(value))
 
 
 def _stateless(transform) -> bool:
@@ -103,9 +107,8 @@ def _layers(env: gym.Env) -> list[gym.Env]:
 
 
 def _gymnasium_supported(env: gym.Env) -> bool:
-    layers = _layers(env)
-    wrappers_ok = all(type(w).__module__.startswith("gymnasium.wrappers") for w in layers[:-1])
-    inner = layers[-1]
+    *wrappers, inner = _layers(env)
+    wrappers_ok = all(type(w).__module__.startswith("gymnasium.wrappers") for w in wrappers)
     return wrappers_ok and (
         _is_ale(inner) or type(inner).__module__.startswith(_PURE_PYTHON_ENV_PACKAGES)
     )
@@ -125,11 +128,3 @@ def _layer_state(layer: gym.Env) -> dict[str, Any]:
     if _is_ale(layer):
         state["ale"] = layer.clone_state(include_rng=True)
     return state
-
-
-def _load_layer_state(layer: gym.Env, state: dict[str, Any]) -> None:
-    for key, value in state.items():
-        if key == "ale":
-            layer.restore_state(value)
-        else:
-            setattr(layer, key, copy.deepcopy(value))

@@ -31,18 +31,15 @@ def git_commit() -> str | None:
     """The commit of the checkout the package is imported from, ``+dirty`` when it has
     uncommitted changes to tracked files; ``None`` outside a git checkout."""
     folder = Path(__file__).resolve().parent
+    # With every tag excluded, --always names the commit itself (all 40 digits of it).
+    describe = ["describe", "--always", "--abbrev=40", "--dirty=+dirty", "--exclude=*"]
     try:
-        head = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+        return subprocess.run(
+            ["git", "-C", str(folder), *describe],
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
-    return f"{head}+dirty" if dirty else head
 
 
 def _mlflow_logger(trainer: Trainer) -> MLFlowLogger | None:
@@ -86,6 +83,7 @@ class MLflowTracking(Callback):
         if logger is None or not trainer.is_global_zero:
             return
         hparams = pl_module.hparams
+        commit = git_commit()  # None outside a git checkout
         tags = {
             "hts.version": package_version(),
             "hts.seed": hparams.get("seed"),
@@ -93,11 +91,10 @@ class MLflowTracking(Callback):
             "hts.collector": hparams.get("collector"),
             "hts.algorithm": type(pl_module).__name__,
             "hts.env_id": hparams.get("env_id"),
+            "hts.git_commit": commit,
+            # MLflow's own key, without our "+dirty" mark.
+            "mlflow.source.git.commit": commit and commit.removesuffix("+dirty"),
         }
-        commit = git_commit()
-        if commit is not None:
-            tags["hts.git_commit"] = commit
-            tags["mlflow.source.git.commit"] = commit.removesuffix("+dirty")
         for key, value in tags.items():
             if value is not None:
                 logger.experiment.set_tag(logger.run_id, key, str(value))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,4 @@ class SaveConfigToMLflow(SaveConfigCallback):
             filename = f"config-resumed-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.yaml"
         else:
             logger.log_hyperparams(flatten_config(self.config.as_dict()))
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / filename
-            path.write_text(text)
-            logger.experiment.log_artifact(logger.run_id, str(path), "config")
+        logger.experiment.log_text(logger.run_id, text, f"config/{filename}")

@@ -31,7 +31,6 @@ def log_evaluation(
     """
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     tags = {}
     if training_run_id is not None:
@@ -43,7 +42,7 @@ def log_evaluation(
         else:
             experiment_name = client.get_experiment(parent.info.experiment_id).name
             run_name = f"{parent.info.run_name}-{run_name}"
-            tags[MLFLOW_PARENT_RUN_ID] = parent.info.run_id
+            tags["mlflow.parentRunId"] = parent.info.run_id  # MLflow's nesting tag
     logger = MLflowLogger(
         experiment_name=experiment_name,
         run_name=run_name,

@@ -100,11 +100,10 @@ class MLflowLogger(MLFlowLogger):
         artifact_location: str | None = None,
         metrics_interval: float = 5.0,
     ):
-        self._resolved_tracking_uri = resolve_tracking_uri(tracking_uri)
         super().__init__(
             experiment_name=experiment_name,
             run_name=run_name,
-            tracking_uri=self._resolved_tracking_uri,
+            tracking_uri=resolve_tracking_uri(tracking_uri),
             tags=tags,
             save_dir=save_dir,
             log_model=log_model,
@@ -130,7 +129,6 @@ class MLflowLogger(MLFlowLogger):
             if isinstance(value, str):
                 warnings.warn(f"Discarding metric with string value {key}={value}.", stacklevel=2)
                 continue
-            key = f"{self._prefix}{self.LOGGER_JOIN_CHAR}{key}" if self._prefix else key
             name = re.sub("[^a-zA-Z0-9_/. -]+", "", key)  # MLflow's allowed characters
             if name != key:
                 warnings.warn(f"MLflow metric names: {key!r} logged as {name!r}.", stacklevel=2)
@@ -161,7 +159,7 @@ class MLflowLogger(MLFlowLogger):
     @property
     def tracking_uri(self) -> str:
         """The resolved tracking URI of this logger."""
-        return self._resolved_tracking_uri
+        return self._tracking_uri  # Lightning's, as resolved here
 
     @property
     def save_dir(self) -> str:
