@@ -21,7 +21,6 @@ import math
 import os
 import statistics
 from pathlib import Path
-from unittest import mock
 
 import torch
 from torchrl.data import Categorical, OneHot, TensorSpec
@@ -111,10 +110,12 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool):
 
     def load(uri: str) -> torch.nn.Module:
         # MLflow's own guard: a pt2 archive is checked to be pickle-free, a pickle refused.
-        # (patch.dict puts the environment back as it was, whatever happens.)
+        # Only this one variable is set and put back (patching all of os.environ would
+        # briefly empty it for other threads).
+        previous = os.environ.get("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
+        os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = "false"
         try:
-            with mock.patch.dict(os.environ, MLFLOW_ALLOW_PICKLE_DESERIALIZATION="false"):
-                return mlflow.pytorch.load_model(uri)
+            return mlflow.pytorch.load_model(uri)
         except MlflowException as error:
             raise ValueError(
                 f"{uri} cannot be loaded without running code in it "
@@ -122,6 +123,11 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool):
                 "pickle-free (pt2) models that hts-rl fit logs. Evaluate the run's checkpoint "
                 "instead."
             ) from None
+        finally:
+            if previous is None:
+                os.environ.pop("MLFLOW_ALLOW_PICKLE_DESERIALIZATION")
+            else:
+                os.environ["MLFLOW_ALLOW_PICKLE_DESERIALIZATION"] = previous
 
     policy = load(source)
     if sample:
