@@ -100,10 +100,11 @@ class MLflowLogger(MLFlowLogger):
         artifact_location: str | None = None,
         metrics_interval: float = 5.0,
     ):
+        self._resolved_tracking_uri = resolve_tracking_uri(tracking_uri)
         super().__init__(
             experiment_name=experiment_name,
             run_name=run_name,
-            tracking_uri=resolve_tracking_uri(tracking_uri),
+            tracking_uri=self._resolved_tracking_uri,
             tags=tags,
             save_dir=save_dir,
             log_model=log_model,
@@ -159,7 +160,7 @@ class MLflowLogger(MLFlowLogger):
     @property
     def tracking_uri(self) -> str:
         """The resolved tracking URI of this logger."""
-        return self._tracking_uri  # Lightning's, as resolved here
+        return self._resolved_tracking_uri
 
     @property
     def save_dir(self) -> str:
