@@ -7,7 +7,6 @@ import difflib
 import importlib.util
 from pathlib import Path
 
-import ale_py
 import gymnasium as gym
 from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounter, TransformedEnv
 
@@ -20,6 +19,8 @@ def did_you_mean(name: str, known: list[str], *, cutoff: float = 0.5, prefix: st
 
 def check_env_id(env_id: str) -> None:
     """Raise a ValueError naming an unknown gymnasium id and the closest registered ones."""
+    import ale_py  # here, not at import: env worker processes need not load it
+
     gym.register_envs(ale_py)
     ids = sorted(gym.registry.keys())
     if env_id not in ids:
