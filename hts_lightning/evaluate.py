@@ -16,9 +16,9 @@ nested under the training run when that run is in the same store (tag
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import os
+import pydoc
 import statistics
 from pathlib import Path
 
@@ -150,13 +150,12 @@ def _module_class(name: str, path: Path):
     name would run that module's import-time code."""
     from hts_lightning.modules import OnPolicyModule
 
-    module_name, _, class_name = name.rpartition(".")
-    if module_name.partition(".")[0] != "hts_lightning":
+    if name.partition(".")[0] != "hts_lightning":
         raise ValueError(
             f"{path} names the module class {name!r}, outside hts_lightning; hts-rl evaluate "
             "imports only hts_lightning's own classes (A2C, PPO, ACKTR)."
         )
-    cls = getattr(importlib.import_module(module_name), class_name, None)
+    cls = pydoc.locate(name)  # None for a module or class that does not exist
     if not (isinstance(cls, type) and issubclass(cls, OnPolicyModule)):
         raise ValueError(
             f"{path} names {name!r}, which is not an hts_lightning training module; use a "

@@ -112,6 +112,17 @@ def test_evaluate_imports_no_module_a_checkpoint_names_outside_the_package(
     assert not marker.exists() and "side_effect" not in sys.modules
 
 
+def test_evaluate_names_a_missing_module_class_in_one_line(tmp_path, real_checkpoint, capsys):
+    checkpoint = torch.load(real_checkpoint, weights_only=True)
+    checkpoint["hts_module_class"] = "hts_lightning.modules.gone.PPO"
+    path = tmp_path / "renamed.ckpt"
+    torch.save(checkpoint, path)
+    assert main(["evaluate", str(path), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert "names 'hts_lightning.modules.gone.PPO', which is not an hts_lightning training" in err
+    assert "Traceback" not in err
+
+
 def _truncated(real_checkpoint: Path, folder: Path) -> Path:
     data = real_checkpoint.read_bytes()
     path = folder / "truncated.ckpt"
