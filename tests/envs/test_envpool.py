@@ -132,3 +132,18 @@ def test_without_envpool_the_backend_stops_naming_the_fallback(monkeypatch):
     monkeypatch.setattr(envpool_module, "envpool_available", lambda: False)
     with pytest.raises(MissingDependencyError, match="`env_backend: python`"):
         env_factory("CartPole-v1", backend="envpool")
+
+
+def test_every_python_atari_option_is_one_envpool_maps():
+    # The envpool path takes make_atari_env's options from its signature: a new option there
+    # must be mapped to envpool's options in envpool_factory, then added here.
+    assert sorted(envpool_module._ATARI_DEFAULTS) == [
+        "clip_rewards",
+        "episodic_life",
+        "frame_skip",
+        "frame_stack",
+        "max_episode_frames",
+        "noop_max",
+        "repeat_action_probability",
+        "screen_size",
+    ]
