@@ -21,6 +21,7 @@ import os
 import pydoc
 import statistics
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torchrl.data import Categorical, OneHot, TensorSpec
@@ -32,7 +33,14 @@ from hts_lightning.tracking.callback import CHECKPOINT_KEY
 from hts_lightning.tracking.evaluation import log_evaluation
 from hts_lightning.tracking.mlflow import resolve_tracking_uri
 
-__all__ = ["build_evaluate_parser", "env_action", "evaluate", "load_policy", "run_episodes"]
+__all__ = [
+    "LoadedPolicy",
+    "build_evaluate_parser",
+    "env_action",
+    "evaluate",
+    "load_policy",
+    "run_episodes",
+]
 
 
 def build_evaluate_parser() -> argparse.ArgumentParser:
@@ -63,9 +71,16 @@ def build_evaluate_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_policy(
-    source: str, *, tracking_uri: str, sample: bool = False
-) -> tuple[torch.nn.Module, str | None, dict, str | None]:
+class LoadedPolicy(NamedTuple):
+    """What :func:`load_policy` returns."""
+
+    policy: torch.nn.Module
+    env_id: str | None
+    env_kwargs: dict
+    training_run_id: str | None
+
+
+def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> LoadedPolicy:
     """The policy, env id, env arguments and training run id of a checkpoint path or an MLflow
     model URI. The policy maps observations to greedy action indices; its ``logits`` gives
     the action logits (for an MLflow model, only when ``sample``).
@@ -92,7 +107,7 @@ def load_policy(
     module = module_class(**hparams)
     module.load_state_dict(checkpoint["state_dict"])
     run = checkpoint.get(CHECKPOINT_KEY) or {}
-    return (
+    return LoadedPolicy(
         TensorPolicy.from_env(module.actor, module.create_env),
         module.hparams.env_id,
         dict(module.hparams.env_kwargs or {}),
@@ -100,7 +115,7 @@ def load_policy(
     )
 
 
-def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool):
+def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> LoadedPolicy:
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -142,7 +157,9 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool):
             ) from None
         # A submodule beside the greedy program, read as TensorPolicy.logits is.
         policy.logits = load(logits_uri)
-    return policy, metadata.get("env_id"), metadata.get("env_kwargs") or {}, info.run_id
+    return LoadedPolicy(
+        policy, metadata.get("env_id"), metadata.get("env_kwargs") or {}, info.run_id
+    )
 
 
 def _module_class(name: str, path: Path):

@@ -262,8 +262,11 @@ class _CapturedStep:
             torch.distributions.Distribution.set_default_validate_args(validate)
 
     def __call__(self, td: TensorDictBase, uniform) -> TensorDictBase:
-        # td has the captured shape: the engine's chunks (and the layout's probe) all have
-        # inference_batch_size rows.
+        if td.batch_size != self._inputs.batch_size:
+            raise RuntimeError(
+                f"The CUDA graph was captured for chunks of {tuple(self._inputs.batch_size)} "
+                f"rows, got {tuple(td.batch_size)}: the inference shape must stay fixed."
+            )
         for key in self._keys:
             self._inputs.get(key).copy_(td.get(key), non_blocking=True)
         if uniform is not None:

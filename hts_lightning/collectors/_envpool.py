@@ -55,9 +55,13 @@ class EnvpoolExecutor:
         slots: TensorDictBase,
         inference_batch_size: int,
     ):
-        # The slots hold _ROOT_KEYS and _NEXT_KEYS: the layout is probed from the factory's
-        # own TorchRL env (StepCounter, RewardSum), which check_backend makes sure of.
         root, next_ = slots.get("root"), slots.get("next")
+        missing = sorted(
+            {f"root {k}" for k in _ROOT_KEYS if k not in root}
+            | {f"next {k}" for k in _NEXT_KEYS if k not in next_}
+        )
+        if missing:
+            raise ValueError(f"The envpool backend needs the Python path's keys; missing {missing}")
         self._factory = factory
         self._seeds = list(seeds)
         self._num_threads = num_threads
@@ -152,7 +156,8 @@ class EnvpoolExecutor:
         self._returns[reset] = 0.0
         self._steps[reset] = 0
         self._publish_root(reset, observation[resetting], 0.0, 0)
-        stepped = [a[~resetting] for a in (env, observation, reward, terminated, truncated)]
+        stepping = ~resetting
+        stepped = [a[stepping] for a in (env, observation, reward, terminated, truncated)]
         env = self._record_steps(*stepped) if stepped[0].size else stepped[0]
         return np.concatenate([reset, env]).astype(np.int64)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import pickle
 import sys
 import time
@@ -83,6 +84,8 @@ class WorkerPool:
     def start(self, target: Callable, per_replica: tuple, common: dict, timeout: float) -> None:
         """Start every worker as ``target(block, *its entries of each list in per_replica,
         conn, **common)``, ``block`` being its replicas, and wait for each one's READY."""
+        # A wrong argument raises here, named, not in a child reported as a dead worker.
+        inspect.signature(target).bind(None, *per_replica, None, **common)
         for worker, block in enumerate(self.blocks):
             block = block.tolist()
             mine = [[entries[i] for i in block] for entries in per_replica]

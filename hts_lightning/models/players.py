@@ -67,6 +67,10 @@ class PlayersOneHotCategorical(D.TransformedDistribution):
         noise = D.Independent(D.Normal(torch.zeros_like(logits), torch.ones_like(logits)), 2)
         super().__init__(noise, [_GumbelMax(self.logits)], validate_args=False)
 
+    @property
+    def num_players(self) -> int:
+        return self.logits.shape[-2]
+
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         return (value.to(self.logits.dtype) * self.logits).sum(-1).sum(-1)
 

@@ -106,18 +106,22 @@ class CollectionBinding:
         self._kept_state: dict | None = None
         self._waiting = False  # in a wait for a batch (still so when a stop ended the wait)
 
-    def start(
-        self, *, batches: int, updates: int, world_size: int, rank: int, ranks_here: int = 1
-    ) -> _CollectorLoader:
-        """This rank's collector for ``batches`` batches, ``updates`` updates into training
-        (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader.
-        ``ranks_here``: the ranks on this machine, which share its cores."""
+    def check_ranks(self, world_size: int) -> None:
+        """Every rank collects ``num_envs / world_size`` replicas: refuse a remainder."""
         if self.num_envs % world_size:
             raise ValueError(
                 f"num_envs={self.num_envs} is not divisible by the {world_size} ranks "
                 "(devices x num_nodes): every rank collects num_envs / ranks replicas. Choose "
                 "num_envs as a multiple of the number of ranks."
             )
+
+    def start(
+        self, *, batches: int, updates: int, world_size: int, rank: int, ranks_here: int = 1
+    ) -> _CollectorLoader:
+        """This rank's collector for ``batches`` batches, ``updates`` updates into training
+        (restored from :meth:`load_state_dict`'s state), as Lightning's train dataloader.
+        ``ranks_here``: the ranks on this machine, which share its cores."""
+        self.check_ranks(world_size)
         local = self._local_envs = self.num_envs // world_size
         self._version_offset = updates
         self._kept_state = None

@@ -301,15 +301,15 @@ class OnPolicyModule(LightningModule):
 
     # --- the skeleton ----------------------------------------------------------------------
 
-    def collection_batches(self) -> int:
-        """Batches to collect: for ``total_frames``, else for ``trainer.max_steps``.
+    def collection_frames(self) -> int:
+        """Frames to collect: ``total_frames``, else enough batches for ``trainer.max_steps``.
 
         The collector handed to Lightning must have a length: for an iterable without one,
         Lightning fetches a batch ahead of the training step, so the weights of update k would
         reach the collector after batch k+1 is handed out, and the policy lag would become 2.
         """
         if self.hparams.total_frames is not None:
-            return num_updates(self.hparams.total_frames, self.frames_per_batch)
+            return self.hparams.total_frames
         max_steps = self.trainer.max_steps if self._trainer is not None else -1
         if max_steps is None or max_steps < 0:
             raise ValueError(
@@ -317,7 +317,8 @@ class OnPolicyModule(LightningModule):
                 "(optimizer steps). An unbounded collector would let Lightning fetch a batch "
                 "ahead and the policy lag would become 2."
             )
-        return -(-max_steps // self.optimizer_steps_per_update)
+        updates = -(-max_steps // self.optimizer_steps_per_update)
+        return updates * self.frames_per_batch
 
     def setup(self, stage: str) -> None:
         if self.loss_module is None:
@@ -325,13 +326,15 @@ class OnPolicyModule(LightningModule):
                 f"{type(self).__name__} has no loss: call self.use_loss(...) at the end of "
                 "its __init__."
             )
+        # Before the run is logged or wrapped for DDP: refuse a remainder of replicas.
+        self.collection.check_ranks(self.trainer.world_size)
 
     def train_dataloader(self):
         # A new collector counts policy versions from 0 with the weights it is given now (the
         # trained ones on a second fit), or from its restored state on resume.
         self.behaviour.remember(self.updates)
         return self.collection.start(
-            batches=self.collection_batches(),
+            batches=num_updates(self.collection_frames(), self.frames_per_batch),
             updates=self.updates,
             world_size=self.trainer.world_size,
             rank=self.global_rank,

@@ -31,8 +31,9 @@ def git_commit() -> str | None:
     """The commit of the checkout the package is imported from, ``+dirty`` when it has
     uncommitted changes to tracked files; ``None`` outside a git checkout."""
     folder = Path(__file__).resolve().parent
-    # With every tag excluded, --always names the commit itself (all 40 digits of it).
-    describe = ["describe", "--always", "--abbrev=40", "--dirty=+dirty", "--exclude=*"]
+    # With every tag excluded, --always names the commit itself, all its digits (git caps
+    # --abbrev at the hash's length: 40 for SHA-1, 64 for SHA-256).
+    describe = ["describe", "--always", "--abbrev=64", "--dirty=+dirty", "--exclude=*"]
     try:
         return subprocess.run(
             ["git", "-C", str(folder), *describe],
