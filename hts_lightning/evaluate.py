@@ -72,7 +72,14 @@ def build_evaluate_parser() -> argparse.ArgumentParser:
 
 
 class LoadedPolicy(NamedTuple):
-    """What :func:`load_policy` returns."""
+    """What :func:`load_policy` returns; it unpacks as a tuple too.
+
+    Example:
+        >>> loaded = LoadedPolicy(torch.nn.Identity(), "CartPole-v1", {}, None)
+        >>> policy, env_id, env_kwargs, training_run_id = loaded
+        >>> loaded.env_id
+        'CartPole-v1'
+    """
 
     policy: torch.nn.Module
     env_id: str | None
