@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.data import Composite, OneHot, TensorSpec
@@ -24,6 +26,15 @@ def _mlp(in_features: int, hidden_sizes: tuple[int, ...], out_features: int, las
     )
 
 
+def _orthogonal(module: nn.Module, last_gain: float) -> None:
+    """Orthogonal weights and zero biases in every layer of ``module``: gain sqrt(2) (for the
+    ReLU/tanh layers), ``last_gain`` for its last layer (the output)."""
+    layers = [m for m in module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    for layer in layers:
+        nn.init.orthogonal_(layer.weight, gain=last_gain if layer is layers[-1] else math.sqrt(2))
+        nn.init.zeros_(layer.bias)
+
+
 class _MeanOverPlayers(nn.Module):
     """The team's value: the mean of the per-player values ``[..., players, 1]``."""
 
@@ -38,6 +49,7 @@ def make_actor_critic(
     observation_key: str = "observation",
     hidden_sizes: tuple[int, ...] = (64, 64),
     shared_trunk: bool = True,
+    orthogonal_init: bool = False,
 ) -> ActorValueOperator:
     """An actor-critic for a discrete (one-hot) action space, as TorchRL operators.
 
@@ -54,6 +66,11 @@ def make_actor_critic(
     :class:`PlayersOneHotCategorical` (one action per player, log-probability and entropy
     summed over the team) and the critic's value is the mean of the per-player values, so the
     team has one value, one reward and one advantage, as a single player has.
+
+    ``orthogonal_init`` initializes as OpenAI baselines, CleanRL and Stable-Baselines3 do:
+    orthogonal weights with gain sqrt(2) in the hidden layers, 0.01 in the policy's output
+    (a near-uniform first policy) and 1 in the value's, zero biases. Without it the layers
+    keep torch's default initialization.
 
     Example:
         >>> from hts_lightning import make_gym_env
@@ -96,6 +113,10 @@ def make_actor_critic(
             f"observation {observation_key!r} has unsupported shape {tuple(obs_shape)}: "
             "expected [C, H, W] pixels or a vector (after a leading player dimension, if any)"
         )
+    if orthogonal_init:
+        _orthogonal(trunk, last_gain=math.sqrt(2))
+        _orthogonal(actor_head, last_gain=0.01)
+        _orthogonal(critic_head, last_gain=1.0)
     if players is not None:
         critic_head = nn.Sequential(critic_head, _MeanOverPlayers())
     common = TensorDictModule(trunk, in_keys=[observation_key], out_keys=["features"])

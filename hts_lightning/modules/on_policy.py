@@ -94,6 +94,8 @@ class OnPolicyModule(LightningModule):
             ``"multi_async"``), see :func:`hts_lightning.collectors.baselines.make_collector`.
         hidden_sizes: MLP sizes for vector observations (pixels get the Nature CNN).
         shared_trunk: one MLP trunk for actor and critic, or two MLPs (vectors only).
+        orthogonal_init: the anchors' initialization (orthogonal, policy output gain 0.01),
+            see :func:`~hts_lightning.models.make_actor_critic`; else torch's default.
         lr, lr_schedule: Adam learning rate, ``"constant"`` or ``"linear"`` decay to 0 over
             ``total_frames``.
         gamma, gae_lambda: GAE.
@@ -138,6 +140,7 @@ class OnPolicyModule(LightningModule):
         collector: CollectorKind = "hts",
         hidden_sizes: tuple[int, ...] = (64, 64),
         shared_trunk: bool = True,
+        orthogonal_init: bool = False,
         lr: float = 3e-4,
         lr_schedule: LrSchedule = "constant",
         gamma: float = 0.99,
@@ -182,6 +185,7 @@ class OnPolicyModule(LightningModule):
             probe.action_spec,
             hidden_sizes=tuple(hidden_sizes),
             shared_trunk=shared_trunk,
+            orthogonal_init=orthogonal_init,
         )
         probe.close()
         self.actor = self.model.get_policy_operator()
