@@ -22,6 +22,7 @@ from mlflow import MlflowClient
 from hts_lightning import A2C
 from hts_lightning.cli import main
 from tests.conftest import quiet_trainer, shm_entries, worker_processes
+from tests.final_state import assert_checkpoint_is
 
 ROOT = Path(__file__).parents[1]
 RECIPE = str(ROOT / "recipes" / "cartpole_a2c.yaml")
@@ -92,8 +93,8 @@ def _global_step(path: Path) -> int:
 
 def test_an_env_exception_ends_the_run_with_its_replica_and_error(tmp_path):
     before = shm_entries()
-    # Every replica raises when its count reaches 420: in the 53rd batch, after the
-    # checkpoint of update 50.
+    # Every replica raises when its count reaches 420: in the 53rd batch, after update 52
+    # (the periodic checkpoint was at update 50).
     fit = _Fit(
         tmp_path,
         *COUNTING,
@@ -105,7 +106,7 @@ def test_an_env_exception_ends_the_run_with_its_replica_and_error(tmp_path):
     assert "hts-rl: error: Environment replica" in stderr
     assert "CountingEnv failing on purpose at count 420" in stderr
     (checkpoint,) = tmp_path.glob("runs/**/last.ckpt")
-    assert _global_step(checkpoint) == 50  # intact, loadable
+    assert _global_step(checkpoint) == 52  # the last whole update, intact, loadable
     assert fit.run_status() == "FAILED"
     assert fit.descendants() == []
     # Shared tensors and memory blocks. Named semaphores ("sem.mp-*") are left out: other
@@ -195,10 +196,13 @@ def uninterrupted_run(tmp_path_factory) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_is_exact(
-    tmp_path, signum, uninterrupted_run
+    tmp_path, signum, uninterrupted_run, monkeypatch
 ):
     args, total = SIGNAL_RUN, 16 * 400
-    fit = _Fit(tmp_path, *args)
+    final_state = tmp_path / "final_state.pt"
+    monkeypatch.setenv("HTS_TEST_FINAL_STATE", str(final_state))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    fit = _Fit(tmp_path, *args, "--trainer.callbacks+=tests.final_state.RecordFinalState")
     checkpoint = fit.wait_for_checkpoint()
     fit.process.send_signal(signum)
     code, stderr = fit.finish(timeout=60)
@@ -206,6 +210,9 @@ def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_is_exact(
     assert f"stopped by {signal.Signals(signum).name}" in stderr
     stopped_at = _global_step(checkpoint)
     assert 50 < stopped_at < 400  # written at the stop, not the periodic one of update 50
+    # The module's state at the stop, parameters and optimizer included.
+    assert_checkpoint_is(torch.load(checkpoint, weights_only=True), torch.load(final_state))
+    monkeypatch.delenv("HTS_TEST_FINAL_STATE")
     assert fit.run_status() == "KILLED"
     assert fit.descendants() == []
     # Resume from it: the same MLflow run goes on to the end.

@@ -1,0 +1,109 @@
+"""Whatever ends an `hts-rl fit` run, its last.ckpt holds the final state: the parameters,
+optimizer and progress of the module at the end, and the logged MLflow model the same
+parameters. (A stop signal's checkpoint is tested in test_fit_faults.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from hts_lightning.cli import main
+from hts_lightning.evaluate import load_policy
+from tests.final_state import RecordFinalState, assert_checkpoint_is
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = str(ROOT / "recipes" / "cartpole_a2c.yaml")
+# Counting env, 2 replicas in 1 worker: 16 frames per update; periodic checkpoints every 50.
+COUNTING = [
+    "--model.init_args.env_id=Counting",
+    "--model.init_args.num_envs=2",
+    "--model.init_args.num_workers=1",
+    "--model.init_args.sync_interval=8",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.callbacks+=tests.final_state.RecordFinalState",
+]
+
+
+def _fit(tmp_path: Path, monkeypatch, *args: str) -> int:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    RecordFinalState.final = None
+    try:
+        return main(["fit", "--config", RECIPE, *COUNTING, *args])
+    except SystemExit as exit:
+        return exit.code
+
+
+def _assert_last_checkpoint_is_final(tmp_path: Path) -> dict:
+    final = RecordFinalState.final
+    assert final is not None
+    (path,) = tmp_path.glob("runs/**/last.ckpt")
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    assert_checkpoint_is(checkpoint, final)
+    return checkpoint
+
+
+def _assert_logged_model_acts_as_checkpoint(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    (path,) = tmp_path.glob("runs/**/last.ckpt")
+    trained = load_policy(str(path), tracking_uri=uri, sample=True).policy
+    logged = load_policy(f"runs:/{run.info.run_id}/model", tracking_uri=uri, sample=True).policy
+    observations = torch.arange(32, dtype=torch.float32).reshape(32, 1)  # Counting's counts
+    expected = trained.logits(observations)
+    assert not torch.allclose(expected, expected[:1])  # the logits depend on the observation
+    torch.testing.assert_close(logged.logits(observations), expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("ending", "args", "updates"),
+    [
+        ("total_frames", ["--model.init_args.total_frames=848"], 53),
+        ("max_steps", ["--model.init_args.total_frames=100000", "--trainer.max_steps=61"], 61),
+        (
+            "StopAtReturn",
+            [
+                "--model.init_args.total_frames=100000",
+                '--model.init_args.env_kwargs={"max_count": 3}',
+                "--trainer.callbacks+=hts_lightning.callbacks.StopAtReturn",
+                "--trainer.callbacks.target=2.5",
+                "--trainer.callbacks.window=2",
+            ],
+            None,
+        ),
+        (
+            "max_time",
+            ["--model.init_args.total_frames=10000000", "--trainer.max_time=00:00:00:04"],
+            None,
+        ),
+    ],
+)
+def test_a_finished_run_keeps_its_final_state_in_last_ckpt(
+    ending, args, updates, tmp_path, monkeypatch
+):
+    assert _fit(tmp_path, monkeypatch, *args) == 0
+    checkpoint = _assert_last_checkpoint_is_final(tmp_path)
+    done = checkpoint["hts_progress"]["updates"]
+    if updates is not None:
+        assert done == updates
+    else:  # stopped by a callback, never at a multiple of the periodic 50
+        assert done % 50 != 0 or done == 0
+        assert 0 < done < 10000000 // 16
+    _assert_logged_model_acts_as_checkpoint(tmp_path)
+
+
+def test_an_env_error_leaves_last_ckpt_at_the_last_whole_update(tmp_path, monkeypatch):
+    # Each replica raises at count 420: in the 53rd batch, after 52 whole updates.
+    code = _fit(
+        tmp_path,
+        monkeypatch,
+        '--model.init_args.env_kwargs={"max_count": 1000, "fail_at": 420}',
+        "--model.init_args.total_frames=100000",
+    )
+    assert code == 1
+    checkpoint = _assert_last_checkpoint_is_final(tmp_path)
+    assert checkpoint["hts_progress"]["updates"] == 52
