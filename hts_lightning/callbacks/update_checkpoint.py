@@ -75,4 +75,3 @@ class UpdateCheckpoint(ModelCheckpoint):
         # log_model) takes this one when the run ends.
         for logger in trainer.loggers:
             logger.after_save_checkpoint(self)
-
