@@ -54,15 +54,16 @@ class Layout:
         return TensorDict(
             root=self.fake.select(*self.root_keys).expand(num_envs).clone(),
             next=self.fake.get("next").expand(num_envs).clone(),
-            action=self.fake.select(*self.action_keys).expand(num_envs).clone(),
+            # The policy's actions as it wrote them (dtype included), as TorchRL's collectors
+            # hand them to the env: a one-hot spec of bools gets the sampler's int64.
+            action=self.acted.select(*self.action_keys).expand(num_envs).clone(),
             batch_size=[num_envs],
         )
 
     def storage(self, num_envs: int, sync_interval: int) -> TensorDictBase:
         row = self.fake.select(*self.root_keys)
         for key in self.policy_keys:
-            source = self.fake if key in self.action_keys else self.acted
-            row.set(key, torch.zeros_like(source.get(key)))
+            row.set(key, torch.zeros_like(self.acted.get(key)))
         row.set("next", self.fake.get("next"))
         row.set(("collector", "traj_ids"), torch.zeros((), dtype=torch.int64))
         row.set("policy_version", torch.zeros((), dtype=torch.int64))

@@ -22,7 +22,8 @@ _CATEGORICAL = (*_ONE_HOT, D.Categorical)  # the distributions sampled by Gumbel
 def noise_width(dist: D.Distribution) -> int:
     """How many uniforms one row of ``dist`` needs (its batch is the leading dimension)."""
     if isinstance(dist, _CATEGORICAL):
-        return dist.logits.shape[-1]
+        # One per logit: [batch, n], or [batch, heads, n] for several categorical heads.
+        return math.prod(dist.logits.shape[1:])
     if isinstance(dist, D.Normal):
         return math.prod(dist.loc.shape[1:])
     if isinstance(dist, (D.Independent, D.TransformedDistribution)):
@@ -52,7 +53,7 @@ def minus_gumbel(uniform: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def sample_from_uniform(dist: D.Distribution, uniform: torch.Tensor) -> torch.Tensor:
     """A sample of ``dist`` computed row by row from ``uniform`` ([batch, noise_width])."""
     if isinstance(dist, _CATEGORICAL):
-        index = gumbel_argmax(dist.logits, uniform)
+        index = gumbel_argmax(dist.logits, uniform.reshape(dist.logits.shape))
         if isinstance(dist, _ONE_HOT):
             return torch.nn.functional.one_hot(index, dist.logits.shape[-1])
         return index

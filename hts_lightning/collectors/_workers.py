@@ -114,7 +114,9 @@ class _ReplicaStepper:
         self.current_replica = replica
         td = self._roots[replica].clone(False)
         for key, slot in zip(self._action_keys, self._slot_action):
-            td.set(key, torch.from_numpy(slot[replica].copy()))
+            # np.array copies the row, a 0-d one (an index action) included: a numpy scalar
+            # has no .copy() that torch.from_numpy takes.
+            td.set(key, torch.from_numpy(np.array(slot[replica])))
         try:
             stepped, root = self.envs[replica].step_and_maybe_reset(td)
         except Exception:

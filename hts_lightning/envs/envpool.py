@@ -179,7 +179,7 @@ class EnvpoolReplica(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
         action = action.argmax(-1) if self._discrete else action
-        action = action.numpy().astype(self._action_dtype).reshape(1, *action.shape[1:])
+        action = action.numpy().astype(self._action_dtype).reshape(1, *action.shape)
         self._seeded_observation = None
         observation, reward, terminated, truncated, _ = self._pool.step(
             action, np.zeros(1, dtype=np.int32)
