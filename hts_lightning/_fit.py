@@ -5,6 +5,7 @@ only for these commands: it is where Lightning, MLflow and the training modules 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import contextvars
 import logging
@@ -20,6 +21,7 @@ from typing import NoReturn
 
 import jsonargparse
 import torch.distributed as dist
+from jsonargparse import DefaultHelpFormatter
 from lightning import Callback, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import MLFlowLogger
@@ -27,6 +29,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from hts_lightning.callbacks import StopOnSignal, UpdateCheckpoint
 from hts_lightning.checkpoint import read_checkpoint
+from hts_lightning.cli import plain_text
 from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
 from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
@@ -78,8 +81,35 @@ def _one_line(message: str) -> str:
     return " ".join(kept)
 
 
+class _PlainHelpFormatter(DefaultHelpFormatter):
+    """jsonargparse's help formatter, with the docstrings' reStructuredText markup taken out
+    before the lines are wrapped (after, a ``:class:`~a.b.C``` broken over two lines is left).
+
+    It overrides argparse.HelpFormatter's ``_expand_help`` (an argument's help) and
+    ``_format_text`` (a description): private, but the ones jsonargparse's formatter overrides
+    too (checked with jsonargparse 4.53.0 on Python 3.11); ``start_section`` gets a group's
+    title (a module's docstring, for ``--model.help``).
+    """
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain_text(super()._expand_help(action))
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain_text(text))
+
+    def start_section(self, heading: str | None) -> None:
+        super().start_section(plain_text(heading) if heading else heading)
+
+
 class _ArgumentParser(LightningArgumentParser):
-    """LightningArgumentParser whose errors are one line and a tip, without the usage block."""
+    """LightningArgumentParser whose errors are one line and a tip, without the usage block,
+    and whose help is plain text."""
+
+    def __init__(self, *args, **kwargs):
+        # Every parser of the command is of this class (jsonargparse makes a module's, for
+        # --model.help, of its parent's class).
+        kwargs.setdefault("formatter_class", _PlainHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # an inner parser's error, which its caller handles

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hts_lightning.cli import main
 from tests.conftest import run_script
 
 # Each is imported by hts-rl fit and takes seconds on a loaded 2-core machine.
@@ -34,3 +35,27 @@ def test_a_missing_config_or_command_is_said_before_the_heavy_imports(argv, mess
     assert done.stdout.strip() == "[]"  # none of the heavy modules was imported
     assert done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["fit", "--help"],
+        ["fit", "--model.help", "PPO"],
+        ["collect", "--help"],
+        ["evaluate", "--help"],
+    ],
+    ids=" ".join,
+)
+def test_the_help_is_plain_text(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's help exits
+        code = exit.code
+    assert code == 0
+    help = capsys.readouterr().out
+    assert "usage: " in help or "Help for --model.help" in help
+    # The docstrings' reStructuredText markup, which a terminal shows as is.
+    assert "``" not in help and ":class:`" not in help and ":paramref:`" not in help
+    assert ">`_" not in help
