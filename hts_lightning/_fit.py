@@ -5,23 +5,31 @@ only for these commands: it is where Lightning, MLflow and the training modules 
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import contextvars
 import logging
 import os
 import pydoc
 import signal
 import sys
+import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
+import jsonargparse
 import torch.distributed as dist
+from jsonargparse import DefaultHelpFormatter
 from lightning import Callback, Trainer
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from hts_lightning.callbacks import StopOnSignal, UpdateCheckpoint
 from hts_lightning.checkpoint import read_checkpoint
+from hts_lightning.cli import plain_text
 from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
 from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
@@ -53,9 +61,134 @@ def _is_mlflow_logger(class_path: str) -> bool:
     return isinstance(cls, type) and issubclass(cls, MLFlowLogger)
 
 
+# jsonargparse's lines about a Union that none of its types accepted (checked with jsonargparse
+# 4.53.0): the types tried, the headings, Optional's NoneType and the given value again, a
+# Namespace of every argument for a module.
+_UNION_NOISE = (
+    "Does not validate against any of the Union subtypes",
+    "Subtypes: ",
+    "Errors:",
+    "- Expected a <class 'NoneType'>",
+    "Given value type: ",
+    "Given value: ",
+)
+
+
+def _one_line(message: str) -> str:
+    """A jsonargparse error ``message`` in one line, without the Union's noise."""
+    lines = (line.strip() for line in message.splitlines())
+    kept = [line.removeprefix("- ") for line in lines if line and not line.startswith(_UNION_NOISE)]
+    return " ".join(kept)
+
+
+class _PlainHelpFormatter(DefaultHelpFormatter):
+    """jsonargparse's help formatter, with the docstrings' reStructuredText markup taken out
+    before the lines are wrapped (after, a ``:class:`~a.b.C``` broken over two lines is left).
+
+    It overrides argparse.HelpFormatter's ``_expand_help`` (an argument's help) and
+    ``_format_text`` (a description): private, but the ones jsonargparse's formatter overrides
+    too (checked with jsonargparse 4.53.0 on Python 3.11); ``start_section`` gets a group's
+    title (a module's docstring, for ``--model.help``).
+    """
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain_text(super()._expand_help(action))
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain_text(text))
+
+    def start_section(self, heading: str | None) -> None:
+        super().start_section(plain_text(heading) if heading else heading)
+
+
+class _ArgumentParser(LightningArgumentParser):
+    """LightningArgumentParser whose errors are one line and a tip, without the usage block,
+    and whose help is plain text."""
+
+    def __init__(self, *args, **kwargs):
+        # Every parser of the command is of this class (jsonargparse makes a module's, for
+        # --model.help, of its parent's class).
+        kwargs.setdefault("formatter_class", _PlainHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # an inner parser's error, which its caller handles
+            super().error(message, ex)
+        print(f"hts-rl: error: {_one_line(message)}", file=sys.stderr)
+        print(
+            "hts-rl: the options: hts-rl fit --help; a module's arguments: "
+            "hts-rl fit --model.help PPO (or A2C, ACKTR)",
+            file=sys.stderr,
+        )
+        self.exit(2)
+
+
+_JSONARGPARSE_DIR = Path(jsonargparse.__file__).parent
+
+
+def _raised_by_jsonargparse(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and _JSONARGPARSE_DIR in Path(frames[-1].filename).parents
+
+
+def _constructor_error(error: BaseException) -> BaseException | None:
+    """The exception that a class of the config raised when jsonargparse instantiated it, and
+    wrapped in its own (a Union's message, with every argument given); ``None`` when ``error``
+    is no such wrapper.
+
+    jsonargparse chains its error to the one it caught (``raise ... from``, checked with
+    4.53.0): the first in the chain raised outside jsonargparse is the constructor's.
+    """
+    if not _raised_by_jsonargparse(error):
+        return None
+    cause = error.__cause__
+    while cause is not None and _raised_by_jsonargparse(cause):
+        cause = cause.__cause__
+    return cause
+
+
+class _HeldBack(logging.Filter):
+    """Holds a logger's records back until :meth:`release`; those never released are dropped."""
+
+    def __init__(self, logger: logging.Logger):
+        super().__init__()
+        self.logger = logger
+        self.holding = True
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.holding:
+            self.records.append(record)
+        return not self.holding
+
+    def release(self) -> None:
+        self.holding = False
+        for record in self.records:
+            self.logger.handle(record)
+
+
+@contextlib.contextmanager
+def _held_back(logger: logging.Logger) -> Iterator[_HeldBack]:
+    held = _HeldBack(logger)
+    logger.addFilter(held)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(held)
+
+
 class _HtsCLI(LightningCLI):
     """LightningCLI with ``fit`` only, that checks a ``--ckpt_path`` before anything starts
-    and continues the checkpoint's MLflow run when resuming."""
+    and continues the checkpoint's MLflow run when resuming.
+
+    A bad argument that a module's constructor refuses ends the command with the module's own
+    message, one line; Lightning's "Seed set to N" (logged before the classes are made) is held
+    back until they are.
+    """
+
+    def __init__(self, *args, seed_message: _HeldBack, **kwargs):
+        self._seed_message = seed_message
+        super().__init__(*args, **kwargs)
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -90,6 +223,20 @@ class _HtsCLI(LightningCLI):
             # The run id is passed to the logger as an argument, before it starts a run.
             init_args.run_id = self._resumed_run_id
             print(f"Continuing MLflow run {init_args.run_id} from {config.ckpt_path}")
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except Exception as error:
+            raised = _constructor_error(error)
+            if raised is None:
+                raise
+            # The constructor's message names the argument and what to do; jsonargparse's
+            # wrapper adds the Union's types and a dump of every argument.
+            ours = isinstance(raised, (ValueError, TypeError))  # the modules' refusals
+            message = str(raised) if ours else f"{type(raised).__name__}: {raised}"
+            raise ValueError(message) from raised
+        self._seed_message.release()
 
 
 # ckpt_path values that Lightning resolves itself (no local file to check here).
@@ -134,25 +281,28 @@ def fit(argv: list[str] | None) -> int:
         # In a context of its own: jsonargparse leaves its parser in a context variable, and
         # the parser reaches the CLI, the module and the collector's env snapshots, which then
         # outlived the run (ale_py's printed ~40 "leaked instance" lines at exit).
-        contextvars.copy_context().run(
-            _HtsCLI,
-            OnPolicyModule,
-            subclass_mode_model=True,
-            args=argv,
-            trainer_defaults={
-                "max_epochs": 1,  # one epoch = the module's total_frames
-                "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
-                "callbacks": [
-                    _ReportWhereResultsAre(),
-                    UpdateCheckpoint(save_last=True, every_n_updates=50),
-                    MLflowTracking(),
-                    stop,
-                ],
-            },
-            save_config_callback=SaveConfigToMLflow,
-            save_config_kwargs={"save_to_log_dir": False},
-            auto_configure_optimizers=False,
-        )
+        with _held_back(logging.getLogger("lightning.fabric.utilities.seed")) as seed_message:
+            contextvars.copy_context().run(
+                _HtsCLI,
+                OnPolicyModule,
+                seed_message=seed_message,
+                parser_class=_ArgumentParser,
+                subclass_mode_model=True,
+                args=argv,
+                trainer_defaults={
+                    "max_epochs": 1,  # one epoch = the module's total_frames
+                    "logger": {"class_path": "hts_lightning.tracking.MLflowLogger"},
+                    "callbacks": [
+                        _ReportWhereResultsAre(),
+                        UpdateCheckpoint(save_last=True, every_n_updates=50),
+                        MLflowTracking(),
+                        stop,
+                    ],
+                },
+                save_config_callback=SaveConfigToMLflow,
+                save_config_kwargs={"save_to_log_dir": False},
+                auto_configure_optimizers=False,
+            )
     except SIGTERMException:
         print(f"hts-rl: stopped by {signal.Signals(stop.received).name}", file=sys.stderr)
         return 128 + stop.received

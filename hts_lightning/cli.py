@@ -22,10 +22,27 @@ import gc
 import json
 import multiprocessing
 import multiprocessing.forkserver
+import os
+import re
 import statistics
 import sys
 import time
 from pathlib import Path
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText's inline markup, for a terminal: the help comes from
+    docstrings written for Sphinx (ours, Lightning's, jsonargparse's).
+
+    Example:
+        >>> plain_text("``max_epochs = -1`` or a :class:`~datetime.timedelta`")
+        'max_epochs = -1 or a datetime.timedelta'
+        >>> plain_text("the `Notes <https://docs.pytorch.org/notes.html>`_.")
+        'the Notes (https://docs.pytorch.org/notes.html).'
+    """
+    text = re.sub(r":[a-z]+:`~?([^`]*)`", r"\1", text)  # :class:`x`, :func:`~x` ...
+    text = re.sub(r"`([^`<]*?)\s*<([^>`]+)>`__?", r"\1 (\2)", text)  # `text <url>`_
+    return text.replace("``", "")
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -114,13 +131,65 @@ def _start_forkserver_early() -> None:
 
 # LightningCLI subcommands that the modules cannot serve: the step each would need.
 _NOT_OFFERED = {"validate": "validation", "test": "test", "predict": "predict"}
+_COMMANDS = ("fit", "collect", "evaluate")
+
+
+def _option_values(words: list[str], names: tuple[str, ...]) -> list[str]:
+    """The values given to the options ``names`` in ``words`` (``--name V`` or ``--name=V``)."""
+    values = []
+    for index, word in enumerate(words):
+        name, equals, value = word.partition("=")
+        if name in names and equals:
+            values.append(value)
+        elif word in names and index + 1 < len(words):
+            values.append(words[index + 1])
+    return values
+
+
+def _is_inline_config(value: str) -> bool:
+    """Whether jsonargparse would read ``value`` as a configuration itself, not a path: YAML
+    that is more than a string (``--config '{trainer: {max_epochs: 2}}'``)."""
+    import yaml  # 10 ms; only when a --config value is no file
+
+    try:
+        return not isinstance(yaml.safe_load(value), str)
+    except yaml.YAMLError:
+        return True  # not a path either: jsonargparse says what is wrong with it
+
+
+def _check_config_files(words: list[str]) -> None:
+    """Every ``--config`` of ``hts-rl fit`` names a readable file: said here, in milliseconds,
+    rather than by jsonargparse after the seconds of importing Lightning and the modules."""
+    for value in _option_values(words, ("-c", "--config")):
+        path = Path(value)
+        if path.is_file() and os.access(path, os.R_OK):
+            continue
+        if path.is_dir():
+            raise ValueError(f"--config {value}: {path.resolve()} is a folder; pass a YAML file.")
+        if path.exists():
+            raise ValueError(f"--config {value}: {path.resolve()} cannot be read (permissions).")
+        if not _is_inline_config(value):
+            raise ValueError(
+                f"--config {value}: no such file ({path.resolve()}). The recipes are in the "
+                "repository's recipes/ folder, e.g. --config recipes/cartpole_ppo.yaml."
+            )
+
+
+def _check_command(words: list[str]) -> None:
+    """The first word names a command (or is an option of ``hts-rl fit``'s parser)."""
+    if words[0].startswith("-") or words[0] in _COMMANDS:
+        return
+    raise ValueError(
+        f"no command {words[0]!r}: hts-rl's commands are {', '.join(_COMMANDS)} "
+        "(hts-rl --help says what each does)."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         if not words or words[:1] in (["-h"], ["--help"]):
-            print(f"usage: hts-rl {{fit,collect,evaluate}} ...\n\n{__doc__}")
+            print(f"usage: hts-rl {{fit,collect,evaluate}} ...\n\n{plain_text(__doc__)}")
             return 0
         if words[0] in _NOT_OFFERED:
             raise ValueError(
@@ -129,12 +198,15 @@ def main(argv: list[str] | None = None) -> int:
                 "CHECKPOINT_OR_MODEL_URI --episodes 10 (greedy, seeded, logged to MLflow as "
                 "eval/*)."
             )
+        _check_command(words)
         if words[:1] == ["collect"]:
             return _collect(build_collect_parser().parse_args(words[1:]))
         if words[:1] == ["evaluate"]:
             from hts_lightning.evaluate import evaluate
 
             return evaluate(words[1:])
+        if not {"-h", "--help"} & set(words):
+            _check_config_files(words)
         if not {"-h", "--help", "--print_config"} & set(words):
             _start_forkserver_early()
         from hts_lightning._fit import fit  # Lightning, MLflow, the modules: seconds

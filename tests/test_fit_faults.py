@@ -20,7 +20,6 @@ import torch
 from mlflow import MlflowClient
 
 from hts_lightning import A2C
-from hts_lightning.cli import main
 from tests.conftest import quiet_trainer, shm_entries, worker_processes
 from tests.final_state import assert_checkpoint_is
 
@@ -256,30 +255,52 @@ def test_a_nan_loss_stops_training_before_the_step():
     assert worker_processes() == []
 
 
+# Bad input that a module's constructor refuses: its own message, alone on one line.
+_REFUSED_BY_THE_MODULE = [
+    ("--model.init_args.env_id=CartPole-v7", "Did you mean one of: CartPole-v1"),
+    ("--model.init_args.num_workers=3", "num_envs=8 is not divisible by num_workers=3"),
+    (
+        ("--model.init_args.env_id=Pendulum-v1", "--model.init_args.env_backend=python"),
+        "supports one-hot discrete actions, got BoundedContinuous",
+    ),
+    (
+        ("--model.init_args.collector=sync", "--model.init_args.on_env_error=restart"),
+        "on_env_error='restart' needs collector='hts'",
+    ),
+]
+# Bad input that jsonargparse refuses while parsing: the key named, in a line and a tip.
+_REFUSED_BY_THE_PARSER = [
+    ("--model.init_args.num_env=4", "Option 'num_env' is not accepted"),  # unknown key
+    ("--model.init_args.num_envs=four", "Parser key \"num_envs\": Expected a <class 'int'>"),
+    ("--model.init_args.on_env_error=retry", 'Parser key "on_env_error"'),
+]
+
+
+def _gone(fit: _Fit, timeout: float = 10) -> bool:
+    """Whether every process the command started has ended (its forkserver ends after it)."""
+    deadline = time.monotonic() + timeout
+    while fit.descendants() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return fit.descendants() == []
+
+
 @pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        ("--model.init_args.num_env=4", "num_env"),  # unknown key
-        ("--model.init_args.num_envs=four", "num_envs"),  # wrong type
-        ("--model.init_args.env_id=CartPole-v7", "Did you mean one of: CartPole-v1"),
-        ("--model.init_args.num_workers=3", "num_envs=8 is not divisible by num_workers=3"),
-        ("--model.init_args.on_env_error=retry", "on_env_error"),
-        (
-            ("--model.init_args.collector=sync", "--model.init_args.on_env_error=restart"),
-            "on_env_error='restart' needs collector='hts'",
-        ),
-    ],
+    ("override", "message", "ours"),
+    [(*case, True) for case in _REFUSED_BY_THE_MODULE]
+    + [(*case, False) for case in _REFUSED_BY_THE_PARSER],
 )
-def test_bad_input_is_named_before_any_process_starts(
-    override, message, tmp_path, capsys, monkeypatch
-):
-    monkeypatch.chdir(tmp_path)
-    try:
-        overrides = [override] if isinstance(override, str) else list(override)
-        code = main(["fit", "--config", RECIPE, *overrides])
-    except SystemExit as exit:  # jsonargparse's usage errors
-        code = exit.code
-    assert code == 2
-    assert message in capsys.readouterr().err
-    assert worker_processes() == []
+def test_bad_input_is_named_before_any_process_starts(override, message, ours, tmp_path):
+    overrides = [override] if isinstance(override, str) else list(override)
+    fit = _Fit(tmp_path, *overrides)
+    code, stderr = fit.finish(timeout=120)
+    assert code == 2, stderr[-3000:]
+    lines = stderr.splitlines()
+    assert lines[0].startswith("hts-rl: error: ") and message in lines[0], stderr
+    if ours:  # the module's message and nothing else
+        assert len(lines) == 1, stderr
+    else:  # and where to find the options
+        assert len(lines) == 2 and "hts-rl fit --help" in lines[1], stderr
+    assert "Does not validate against any of the Union subtypes" not in stderr
+    assert "Namespace(" not in stderr and "usage:" not in stderr
     assert not (tmp_path / "runs").exists()
+    assert _gone(fit)
