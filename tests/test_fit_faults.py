@@ -260,8 +260,11 @@ _REFUSED_BY_THE_MODULE = [
     ("--model.init_args.env_id=CartPole-v7", "Did you mean one of: CartPole-v1"),
     ("--model.init_args.num_workers=3", "num_envs=8 is not divisible by num_workers=3"),
     (
-        ("--model.init_args.env_id=Pendulum-v1", "--model.init_args.env_backend=python"),
-        "supports one-hot discrete actions, got BoundedContinuous",
+        (
+            "--model.init_args.env_id=no_such_module:make_env",
+            "--model.init_args.env_backend=python",
+        ),
+        "module 'no_such_module' cannot be imported",
     ),
     (
         ("--model.init_args.collector=sync", "--model.init_args.on_env_error=restart"),

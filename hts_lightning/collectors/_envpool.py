@@ -92,7 +92,10 @@ class EnvpoolExecutor:
         )
         spec = self._pool.spec.action_array_spec["action"]
         self._idle_action = np.zeros((self._batch, *spec.shape[1:]), dtype=spec.dtype)
-        self._discrete = hasattr(self._pool.action_space, "n")
+        space = self._pool.action_space
+        self._discrete = hasattr(space, "n")
+        # A box action reaches the env clipped to its bounds (a Gaussian's sample may not be).
+        self._bounds = None if self._discrete else (space.low, space.high)
         self._calls = _PoolCalls(self._pool)
         self._pool.async_reset()
         self._resetting[:] = True
@@ -102,7 +105,8 @@ class EnvpoolExecutor:
 
     def send(self, replicas: np.ndarray) -> None:
         action = self._action[replicas]
-        action = (action.argmax(-1) if self._discrete else action).astype(self._idle_action.dtype)
+        action = action.argmax(-1) if self._discrete else np.clip(action, *self._bounds)
+        action = action.astype(self._idle_action.dtype)
         env = replicas.astype(np.int32)
         if self._idle_ids:  # the resets and fillers waiting go in the same call
             env = np.concatenate([env, *self._idle_ids])

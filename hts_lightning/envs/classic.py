@@ -1,8 +1,9 @@
-"""Classic-control environments (CartPole and friends) through TorchRL's gym bindings."""
+"""Gymnasium environments (classic control, MuJoCo, ...) through TorchRL's gym bindings."""
 
 from __future__ import annotations
 
-from torchrl.envs import GymEnv, TransformedEnv
+import torch
+from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
 
 from hts_lightning.envs._registry import check_env_id, with_episode_stats
 
@@ -26,4 +27,8 @@ def make_gym_env(env_id: str, *, seed: int | None = None) -> TransformedEnv:
         3.0
     """
     check_env_id(env_id)
-    return with_episode_stats(GymEnv(env_id), seed=seed)
+    env = GymEnv(env_id)
+    if any(spec.dtype == torch.float64 for spec in env.full_observation_spec.values(True, True)):
+        # MuJoCo's float64 observations and actions as the networks' float32.
+        env = TransformedEnv(env, DoubleToFloat())
+    return with_episode_stats(env, seed=seed)

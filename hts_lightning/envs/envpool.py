@@ -60,21 +60,27 @@ def envpool_available() -> bool:
 
 
 def _task_id(env_id: str) -> str:
-    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic ids are the same.
-    Only envpool's Atari and classic-control families are served (the keys and preprocessing
-    of the others are not the Python path's)."""
+    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic-control and
+    MuJoCo ids (``"HalfCheetah-v4"``) are the same. Only envpool's Atari, classic-control and
+    gym-MuJoCo families are served (the keys and preprocessing of the others are not the
+    Python path's)."""
     from envpool.registration import registry
 
     task_id = env_id.removeprefix("ALE/")
-    family = "envpool.atari" if env_id.startswith("ALE/") else "envpool.classic_control"
-    known = sorted(t for t, (path, _, _) in registry.specs.items() if path == family)
+    families = (
+        ("envpool.atari",)
+        if env_id.startswith("ALE/")
+        else ("envpool.classic_control", "envpool.mujoco.gym")
+    )
+    known = sorted(t for t, (path, _, _) in registry.specs.items() if path in families)
     if task_id in known:
         return task_id
     # The suggestions keep the "ALE/" that the id had.
     hint = did_you_mean(task_id, known, cutoff=0.6, prefix=env_id.removesuffix(task_id))
     raise ValueError(
-        f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5') and classic-control "
-        f"envs; {env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "
+        f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5'), classic-control "
+        f"and MuJoCo ('HalfCheetah-v4', ...) envs; {env_id!r} is not one of them (looked "
+        f"for {task_id!r}).{hint} Use "
         "`env_backend: python` for other environments."
     )
 
@@ -143,6 +149,7 @@ class EnvpoolReplica(EnvBase):
         self.observation_spec = Composite(observation=_box_spec(probe.observation_space))
         space = probe.action_space
         self._discrete = hasattr(space, "n")
+        self._bounds = None if self._discrete else (space.low, space.high)
         self.action_spec = (
             OneHot(int(space.n), dtype=torch.int64) if self._discrete else _box_spec(space)
         )
@@ -174,31 +181,38 @@ class EnvpoolReplica(EnvBase):
         else:
             observation, _ = self._pool.reset()
         self._done = False
-        return TensorDict(observation=torch.as_tensor(observation[0]), **self.full_done_spec.zero())
+        return TensorDict(observation=self._observation(observation), **self.full_done_spec.zero())
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
-        action = action.argmax(-1) if self._discrete else action
-        action = action.numpy().astype(self._action_dtype).reshape(1, *action.shape)
+        action = action.numpy()
+        action = action.argmax(-1) if self._discrete else np.clip(action, *self._bounds)
+        action = action.astype(self._action_dtype).reshape(1, *action.shape)
         self._seeded_observation = None
         observation, reward, terminated, truncated, _ = self._pool.step(
             action, np.zeros(1, dtype=np.int32)
         )
         self._done = bool(terminated[0] or truncated[0])
         return TensorDict(
-            observation=torch.as_tensor(observation[0]),
+            observation=self._observation(observation),
             reward=torch.as_tensor(reward, dtype=torch.float32).reshape(1),
             done=torch.tensor([self._done]),
             terminated=torch.as_tensor(terminated).reshape(1),
             truncated=torch.as_tensor(truncated).reshape(1),
         )
 
+    def _observation(self, observations: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(observations[0]).to(self.observation_spec["observation"].dtype)
+
     def _close(self, *args, **kwargs) -> None:
         self._pool = self._seeded_observation = None
 
 
 def _box_spec(space) -> Bounded:
+    """The spec of a box space; float64 (MuJoCo's) becomes float32, as the networks are."""
     low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+    if low.dtype == torch.float64:
+        low, high = low.float(), high.float()
     return Bounded(low=low, high=high, shape=low.shape, dtype=low.dtype)
 
 

@@ -8,8 +8,8 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.data import Composite, OneHot, TensorSpec
 from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, ValueOperator
-from torchrl.modules.distributions import OneHotCategorical
 
+from hts_lightning.models.action_heads import ContinuousDistribution, action_head
 from hts_lightning.models.nature_cnn import NatureCNN
 from hts_lightning.models.players import PlayersOneHotCategorical
 
@@ -50,14 +50,19 @@ def make_actor_critic(
     hidden_sizes: tuple[int, ...] = (64, 64),
     shared_trunk: bool = True,
     orthogonal_init: bool = False,
+    continuous: ContinuousDistribution = "normal",
 ) -> ActorValueOperator:
-    """An actor-critic for a discrete (one-hot) action space, as TorchRL operators.
+    """An actor-critic for any action spec :func:`action_head` takes, as TorchRL operators:
+    one-hot, index (``Categorical``) and multi-discrete (``MultiCategorical``) actions from
+    logits; box actions from a diagonal Gaussian with a state-independent scale
+    (``continuous="tanh_normal"``: squashed into the bounds).
 
     Pixel observations (``[C, H, W]``) get the Nature CNN trunk shared by both heads. Vectors
     get tanh MLPs of ``hidden_sizes``: one shared trunk with linear heads, or, with
     ``shared_trunk=False``, separate actor and critic MLPs (as Stable-Baselines3 does for
     vectors; the critic's gradient then cannot swamp the actor's). The actor writes
-    ``"logits"``, ``"action"`` and ``"action_log_prob"``; the critic writes ``"state_value"``.
+    ``"logits"`` (``"loc"`` and ``"scale"`` for box actions), ``"action"`` and
+    ``"action_log_prob"``; the critic writes ``"state_value"``.
     Use ``.get_policy_operator()`` for the collector and ``.get_value_operator()`` for the loss.
 
     Several players (a one-hot action spec ``[players, actions]``, as Google Research Football
@@ -79,13 +84,12 @@ def make_actor_critic(
         >>> model(env.reset())["state_value"].shape
         torch.Size([1])
     """
-    if not isinstance(action_spec, OneHot):
-        raise ValueError(
-            f"make_actor_critic supports one-hot discrete actions, got {type(action_spec).__name__}"
-        )
     obs_shape = observation_spec[observation_key].shape
-    num_actions = action_spec.shape[-1]
-    players = action_spec.shape[0] if len(action_spec.shape) == 2 else None
+    players = (
+        action_spec.shape[0]
+        if isinstance(action_spec, OneHot) and len(action_spec.shape) == 2
+        else None
+    )
     if players is not None:
         if obs_shape[:1] != (players,):
             raise ValueError(
@@ -94,8 +98,10 @@ def make_actor_critic(
                 f"leading player dimension of {players}"
             )
         obs_shape = obs_shape[1:]
-    elif len(action_spec.shape) != 1:
+    elif isinstance(action_spec, OneHot) and len(action_spec.shape) != 1:
         raise ValueError(f"unsupported one-hot action shape {tuple(action_spec.shape)}")
+    head = action_head(action_spec, continuous=continuous)
+    num_actions = head.out_features
     if len(obs_shape) == 3:
         trunk: nn.Module = NatureCNN(in_channels=obs_shape[0], image_size=tuple(obs_shape[-2:]))
         actor_head = nn.Linear(trunk.out_features, num_actions)
@@ -117,13 +123,16 @@ def make_actor_critic(
         _orthogonal(trunk, last_gain=math.sqrt(2))
         _orthogonal(actor_head, last_gain=0.01)
         _orthogonal(critic_head, last_gain=1.0)
+    if head.after:  # grouped logits, or the Gaussian's scale
+        actor_head = nn.Sequential(actor_head, *head.after)
     if players is not None:
         critic_head = nn.Sequential(critic_head, _MeanOverPlayers())
     common = TensorDictModule(trunk, in_keys=[observation_key], out_keys=["features"])
     actor = ProbabilisticActor(
-        TensorDictModule(actor_head, ["features"], ["logits"]),
-        in_keys=["logits"],
-        distribution_class=OneHotCategorical if players is None else PlayersOneHotCategorical,
+        TensorDictModule(actor_head, ["features"], head.out_keys),
+        in_keys=head.out_keys,
+        distribution_class=head.distribution_class if players is None else PlayersOneHotCategorical,
+        distribution_kwargs=head.distribution_kwargs,
         return_log_prob=True,
         spec=action_spec,
     )

@@ -6,6 +6,7 @@ import torch
 from tensordict import TensorDictBase
 
 from hts_lightning.collectors import noise_width, sample_from_uniform
+from hts_lightning.models import StateIndependentScale
 from hts_lightning.modules.a2c import A2C
 from hts_lightning.optim import KFAC
 
@@ -66,7 +67,8 @@ class ACKTR(A2C):
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         kfac = {name: self.hparams[name] for name in _KFAC_ARGUMENTS}
-        return KFAC(self.model, lr=self.hparams.lr, **kfac)
+        # A Gaussian policy's log-std is no layer: it takes K-FAC's plain momentum steps.
+        return KFAC(self.model, lr=self.hparams.lr, skip=(StateIndependentScale,), **kfac)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)

@@ -33,7 +33,9 @@ from hts_lightning.choices import (
 )
 from hts_lightning.collectors.baselines import check_hts_options
 from hts_lightning.envs import env_factory
-from hts_lightning.models import NatureCNN, make_actor_critic
+from hts_lightning.envs.factory import with_clipped_actions
+from hts_lightning.models import NatureCNN, build_network, make_actor_critic
+from hts_lightning.models.action_heads import ContinuousDistribution
 from hts_lightning.modules.advantages import OneCallGAE
 from hts_lightning.modules.behaviour import BehaviourParameters
 from hts_lightning.modules.callback_metrics import PROGRESS_BAR, read_by_callbacks
@@ -81,7 +83,9 @@ class OnPolicyModule(LightningModule):
     :func:`~hts_lightning.modules.callback_metrics.read_by_callbacks`.
 
     Args (keyword-only):
-        env_id: gymnasium / ALE id, or ``"VariableLatency"``.
+        env_id: gymnasium / ALE id, ``"VariableLatency"``, or your own env: the import path
+            ``"package.module:make_env"`` of a callable returning a TorchRL env or a gymnasium
+            env (see :func:`~hts_lightning.envs.env_factory`).
         env_kwargs: extra arguments of the env factory.
         num_envs, num_workers, sync_interval: the collector's.
         seed: the run's seed (network initialization, every replica's env and action noise,
@@ -96,6 +100,14 @@ class OnPolicyModule(LightningModule):
         shared_trunk: one MLP trunk for actor and critic, or two MLPs (vectors only).
         orthogonal_init: the anchors' initialization (orthogonal, policy output gain 0.01),
             see :func:`~hts_lightning.models.make_actor_critic`; else torch's default.
+        continuous: box actions' distribution: ``"normal"`` (a diagonal Gaussian with a
+            state-independent scale; the env clips the sample to its bounds, the
+            log-probability is the sample's) or ``"tanh_normal"`` (squashed into the bounds).
+        network, network_kwargs: your own actor-critic instead of ``make_actor_critic``: the
+            import path ``"package.module:build"`` of a callable taking ``(observation_spec,
+            action_spec, **network_kwargs)`` and returning a TorchRL ``ActorValueOperator``
+            (see :func:`~hts_lightning.models.build_network`). ``hidden_sizes``,
+            ``shared_trunk``, ``orthogonal_init`` and ``continuous`` are then unused.
         lr, lr_schedule: Adam learning rate, ``"constant"`` or ``"linear"`` decay to 0 over
             ``total_frames``.
         gamma, gae_lambda: GAE.
@@ -141,6 +153,9 @@ class OnPolicyModule(LightningModule):
         hidden_sizes: tuple[int, ...] = (64, 64),
         shared_trunk: bool = True,
         orthogonal_init: bool = False,
+        continuous: ContinuousDistribution = "normal",
+        network: str | None = None,
+        network_kwargs: dict | None = None,
         lr: float = 3e-4,
         lr_schedule: LrSchedule = "constant",
         gamma: float = 0.99,
@@ -179,14 +194,23 @@ class OnPolicyModule(LightningModule):
         self.save_hyperparameters({"seed": seed})
         self.create_env = env_factory(env_id, backend=env_backend, **(env_kwargs or {}))
         probe = self.create_env()
+        if continuous == "normal" and network is None:
+            # The Gaussian's samples reach the env clipped to its bounds (a Bounded spec).
+            self.create_env = with_clipped_actions(self.create_env, probe.action_spec)
         torch.manual_seed(seed)
-        self.model = make_actor_critic(
-            probe.observation_spec,
-            probe.action_spec,
-            hidden_sizes=tuple(hidden_sizes),
-            shared_trunk=shared_trunk,
-            orthogonal_init=orthogonal_init,
-        )
+        if network is None:
+            self.model = make_actor_critic(
+                probe.observation_spec,
+                probe.action_spec,
+                hidden_sizes=tuple(hidden_sizes),
+                shared_trunk=shared_trunk,
+                orthogonal_init=orthogonal_init,
+                continuous=continuous,
+            )
+        else:
+            self.model = build_network(
+                network, probe.observation_spec, probe.action_spec, **(network_kwargs or {})
+            )
         probe.close()
         self.actor = self.model.get_policy_operator()
         self.critic = self.model.get_value_operator()

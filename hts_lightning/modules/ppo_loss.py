@@ -102,23 +102,23 @@ class LeanClipPPOLoss(ClipPPOLoss):
                 critic = tensordict.get(self.tensor_keys.advantage).new_zeros(())
             else:
                 critic = self.loss_critic(tensordict)[0]
-            return dist.log_prob(action), dist.entropy(), critic
+            return dist.log_prob(action), entropy(dist), critic
         chain, critic = self._tensor_path
         values = chain.values(tensordict)
         one_hot = chain.one_hot(values, choose=lambda log_probs: action.argmax(-1))
         if one_hot is None:
             dist = chain.dist(values)
-            log_prob, entropy = dist.log_prob(action), dist.entropy()
+            log_prob, row_entropy = dist.log_prob(action), entropy(dist)
         else:
             log_probs, _, log_prob = one_hot
             # The distribution's entropy: the clamp keeps masked (-inf) actions' 0 * -inf out.
             finite = log_probs.clamp(min=torch.finfo(log_probs.dtype).min)
-            entropy = -(finite * log_probs.exp()).sum(-1)
+            row_entropy = -(finite * log_probs.exp()).sum(-1)
         inputs = (values[k] if k in values else tensordict.get(k) for k in critic.in_keys)
         # ClipPPOLoss.loss_critic's term (no value clipping here), on the tensors.
         target = tensordict.get(self.tensor_keys.value_target)
         loss = distance_loss(target, critic.module(*inputs), self.loss_critic_type)
-        return log_prob, entropy, self.critic_coeff * loss
+        return log_prob, row_entropy, self.critic_coeff * loss
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         terms = self.lean_loss(tensordict)
@@ -139,22 +139,31 @@ class LeanClipPPOLoss(ClipPPOLoss):
                 "it first (loss.value_estimator(batch))."
             )
         behaviour_log_prob = tensordict.get(self.tensor_keys.sample_log_prob)
-        log_prob, entropy, loss_critic = self._terms(tensordict)
+        log_prob, row_entropy, loss_critic = self._terms(tensordict)
         log_weight = (log_prob - behaviour_log_prob).unsqueeze(-1)
         clipped = log_weight.clamp(*self._log_ratio_bounds())
         gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
-        entropy = entropy.mean()
+        mean_entropy = row_entropy.mean()
         with torch.no_grad():
             clip_fraction = clipped != log_weight
             kl_approx = behaviour_log_prob - log_prob
         return {
             "loss_objective": -gain.mean(),
             "loss_critic": loss_critic.mean(),
-            "loss_entropy": -self.entropy_coeff * entropy,
+            "loss_entropy": -self.entropy_coeff * mean_entropy,
             "clip_fraction": clip_fraction,
             "kl_approx": kl_approx,
-            "entropy": entropy.detach(),
+            "entropy": mean_entropy.detach(),
         }
+
+
+def entropy(dist: torch.distributions.Distribution) -> torch.Tensor:
+    """The entropy per row; where it has no closed form (a tanh-squashed Gaussian) the
+    one-sample estimate ``-log_prob(rsample())``, as TorchRL's losses take it."""
+    try:
+        return dist.entropy()
+    except NotImplementedError:
+        return -dist.log_prob(dist.rsample())
 
 
 #: lean_loss's diagnostics per row, which forward averages.

@@ -1,0 +1,155 @@
+"""The policy's output layer and distribution for each kind of action spec."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+import torch.distributions as D
+from torch import nn
+from torchrl.data import Bounded, Categorical, MultiCategorical, OneHot, TensorSpec, Unbounded
+from torchrl.modules import IndependentNormal, TanhNormal
+from torchrl.modules.distributions import OneHotCategorical
+
+__all__ = [
+    "ActionHead",
+    "ContinuousDistribution",
+    "IndependentCategorical",
+    "StateIndependentScale",
+    "action_head",
+]
+
+#: The distribution of a box action: a diagonal Gaussian (the env gets the sample clipped to
+#: its bounds), or a Gaussian squashed into the bounds by tanh.
+ContinuousDistribution = Literal["normal", "tanh_normal"]
+
+
+class StateIndependentScale(nn.Module):
+    """``loc -> (loc, scale)`` with ``scale = exp(log_std)``, one learned ``log_std`` per action
+    dimension whatever the observation (the Gaussian policy of PPO's MuJoCo runs in OpenAI
+    baselines, Stable-Baselines3 and CleanRL).
+
+    Example:
+        >>> loc, scale = StateIndependentScale(2)(torch.zeros(5, 2))
+        >>> scale.shape, float(scale[0, 0])
+        (torch.Size([5, 2]), 1.0)
+    """
+
+    def __init__(self, action_dim: int, log_std: float = 0.0):
+        super().__init__()
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std)))
+
+    def forward(self, loc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return loc, self.log_std.exp().expand_as(loc)
+
+
+class IndependentCategorical(D.Independent):
+    """Independent categorical heads (multi-discrete actions): logits ``[*batch, heads, n]``,
+    an action is one index per head ``[*batch, heads]``; log-probability and entropy are summed
+    over the heads. Heads with fewer than ``n`` choices have ``-inf`` logits for the rest.
+
+    Example:
+        >>> dist = IndependentCategorical(torch.zeros(5, 2, 3))
+        >>> dist.sample().shape, dist.log_prob(torch.zeros(5, 2, dtype=torch.long)).shape
+        (torch.Size([5, 2]), torch.Size([5]))
+    """
+
+    def __init__(self, logits: torch.Tensor, validate_args: bool | None = None):
+        super().__init__(D.Categorical(logits=logits, validate_args=validate_args), 1)
+
+    @property
+    def logits(self) -> torch.Tensor:
+        return self.base_dist.logits
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
+class _GroupedLogits(nn.Module):
+    """Flat logits ``[*batch, sum(nvec)]`` as ``[*batch, len(nvec), max(nvec)]``, padded with
+    ``-inf`` (choices a head does not have)."""
+
+    def __init__(self, nvec: list[int]):
+        super().__init__()
+        width = max(nvec)
+        index = [h * width + i for h, n in enumerate(nvec) for i in range(n)]
+        self.register_buffer("index", torch.tensor(index), persistent=False)
+        self.shape = (len(nvec), width)
+
+    def forward(self, flat: torch.Tensor) -> torch.Tensor:
+        padded = flat.new_full((*flat.shape[:-1], self.shape[0] * self.shape[1]), -torch.inf)
+        return padded.index_copy(-1, self.index, flat).reshape(*flat.shape[:-1], *self.shape)
+
+
+@dataclasses.dataclass
+class ActionHead:
+    """What the policy's last layers need for one action spec: the output width, the modules
+    after the last linear layer, the keys they write, the distribution and its keywords."""
+
+    out_features: int
+    after: list[nn.Module]
+    out_keys: list[str]
+    distribution_class: type
+    distribution_kwargs: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def continuous(self) -> bool:
+        return self.out_keys == ["loc", "scale"]
+
+
+def action_head(spec: TensorSpec, *, continuous: ContinuousDistribution = "normal") -> ActionHead:
+    """The head for ``spec`` (one player's: a one-hot spec with a player dimension passes its
+    last dimension): ``OneHot`` -> one-hot categorical of logits; ``Categorical`` (index) ->
+    categorical; ``MultiCategorical`` -> :class:`IndependentCategorical`; ``Bounded`` and
+    ``Unbounded`` boxes -> a diagonal Gaussian with a :class:`StateIndependentScale`
+    (``continuous="tanh_normal"``: squashed into a Bounded spec's bounds).
+
+    Example:
+        >>> head = action_head(Bounded(low=-2.0, high=2.0, shape=(3,)))
+        >>> head.out_features, head.out_keys, head.distribution_class.__name__
+        (3, ['loc', 'scale'], 'IndependentNormal')
+    """
+    if isinstance(spec, OneHot):
+        return ActionHead(spec.shape[-1], [], ["logits"], OneHotCategorical)
+    if isinstance(spec, MultiCategorical):
+        nvec = [int(n) for n in spec.nvec.reshape(-1)]
+        if spec.shape != torch.Size([len(nvec)]):
+            raise ValueError(
+                f"MultiCategorical actions of shape {tuple(spec.shape)}: one index per head, "
+                "shape [heads], is supported."
+            )
+        return ActionHead(sum(nvec), [_GroupedLogits(nvec)], ["logits"], IndependentCategorical)
+    if isinstance(spec, Categorical):
+        if spec.shape != torch.Size([]):
+            raise ValueError(
+                f"Categorical (index) actions of shape {tuple(spec.shape)}: one index, shape (), "
+                "is supported; use MultiCategorical for several heads."
+            )
+        return ActionHead(spec.space.n, [], ["logits"], D.Categorical)
+    if isinstance(spec, (Bounded, Unbounded)) and spec.dtype.is_floating_point:
+        if len(spec.shape) != 1:
+            raise ValueError(
+                f"Box actions of shape {tuple(spec.shape)}: a vector of actions, shape [dims], "
+                "is supported; flatten the action space."
+            )
+        dims = spec.shape[0]
+        scale = [StateIndependentScale(dims)]
+        if continuous == "normal":
+            return ActionHead(dims, scale, ["loc", "scale"], IndependentNormal)
+        if continuous != "tanh_normal":
+            raise ValueError(f"continuous must be 'normal' or 'tanh_normal', got {continuous!r}")
+        if not isinstance(spec, Bounded):
+            raise ValueError(
+                "continuous='tanh_normal' squashes actions into the spec's bounds: this action "
+                "spec is Unbounded. Use continuous='normal'."
+            )
+        bounds = {"low": spec.space.low, "high": spec.space.high}
+        return ActionHead(dims, scale, ["loc", "scale"], TanhNormal, bounds)
+    raise ValueError(
+        f"The actor-critic supports OneHot, Categorical (index), MultiCategorical and float "
+        f"Bounded/Unbounded box action specs; got {type(spec).__name__} {tuple(spec.shape)}. "
+        "For multi-one-hot actions use MultiCategorical (index) actions, or bring your own "
+        "network."
+    )
