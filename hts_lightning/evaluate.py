@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from torchrl.data import Categorical, OneHot, TensorSpec
+from torchrl.data import Bounded, Categorical, MultiCategorical, OneHot, TensorSpec, Unbounded
 
 from hts_lightning.checkpoint import MODULE_CLASS_KEY, read_checkpoint
 from hts_lightning.envs import env_factory
+from hts_lightning.import_path import is_import_path
 from hts_lightning.models.tensor_policy import TensorPolicy
 from hts_lightning.tracking.callback import CHECKPOINT_KEY
 from hts_lightning.tracking.evaluation import log_evaluation
@@ -87,7 +88,9 @@ class LoadedPolicy(NamedTuple):
     training_run_id: str | None
 
 
-def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> LoadedPolicy:
+def load_policy(
+    source: str, *, tracking_uri: str, sample: bool = False, env: str | None = None
+) -> LoadedPolicy:
     """The policy, env id, env arguments and training run id of a checkpoint path or an MLflow
     model URI. The policy maps observations to greedy action indices; its ``logits`` gives
     the action logits (for an MLflow model, only when ``sample``).
@@ -111,6 +114,15 @@ def load_policy(source: str, *, tracking_uri: str, sample: bool = False) -> Load
     hparams = {
         k: v for k, v in checkpoint.get("hyper_parameters", {}).items() if not k.startswith("_")
     }
+    if hparams.get("network") is not None:
+        raise ValueError(
+            f"{path} was trained with your own network {hparams['network']!r}: hts-rl evaluate "
+            "imports no code a checkpoint names. Evaluate the run's MLflow model (runs:/<run "
+            "id>/model, a program without code to import), or load the checkpoint in Python "
+            "with the module class's load_from_checkpoint."
+        )
+    if hparams.get("env_id") != env:
+        _refuse_user_env(hparams.get("env_id"), path)
     module = module_class(**hparams)
     module.load_state_dict(checkpoint["state_dict"])
     run = checkpoint.get(CHECKPOINT_KEY) or {}
@@ -169,6 +181,16 @@ def _load_mlflow_policy(source: str, *, tracking_uri: str, sample: bool) -> Load
     )
 
 
+def _refuse_user_env(env_id: str | None, source) -> None:
+    """A run of your own env names it by import path: importing it runs its module's code,
+    which hts-rl evaluate does only when asked on the command line (``--env``)."""
+    if env_id is not None and is_import_path(env_id):
+        raise ValueError(
+            f"{source} was trained on your own env {env_id!r}: hts-rl evaluate imports it only "
+            f"when you name it: pass --env {env_id}"
+        )
+
+
 def _module_class(name: str, path: Path):
     """The class a checkpoint names, imported only from hts_lightning: an arbitrary module
     name would run that module's import-time code."""
@@ -188,10 +210,11 @@ def _module_class(name: str, path: Path):
     return cls
 
 
-def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
-    """The action ``index`` (``[]``, or ``[players]``) in the form of the env's action spec:
-    one-hot for a ``OneHot`` spec (``[actions]`` or ``[players, actions]``), the index for a
-    ``Categorical`` one.
+def env_action(action: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
+    """The greedy ``action`` of a :class:`~hts_lightning.models.TensorPolicy` in the form of
+    the env's action spec: one-hot for a ``OneHot`` spec (``[actions]`` or ``[players,
+    actions]``) from the index, the index for a ``Categorical`` one, the indices for a
+    ``MultiCategorical`` one, and a box action clipped to a ``Bounded`` spec's bounds.
 
     Example:
         >>> env_action(torch.tensor([2, 0]), OneHot(3, shape=(2, 3), dtype=torch.int64))
@@ -199,21 +222,38 @@ def env_action(index: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
                 [1, 0, 0]])
         >>> env_action(torch.tensor(1), Categorical(4))
         tensor(1)
+        >>> env_action(torch.tensor([3.0]), Bounded(low=-2.0, high=2.0, shape=(1,)))
+        tensor([2.])
     """
-    if not isinstance(spec, (OneHot, Categorical)):
+    if isinstance(spec, (Bounded, Unbounded)) and spec.dtype.is_floating_point:
+        if action.shape != spec.shape:
+            raise ValueError(
+                f"the policy's action has shape {tuple(action.shape)}, this env's "
+                f"{tuple(spec.shape)}: was the policy trained on another env (see --env)?"
+            )
+        if isinstance(spec, Bounded):
+            action = action.clamp(spec.space.low, spec.space.high)
+        return action.to(spec.dtype)
+    if not isinstance(spec, (OneHot, Categorical, MultiCategorical)):
         raise ValueError(
-            f"hts-rl evaluate plays discrete actions (OneHot or Categorical specs); this env's "
-            f"action spec is a {type(spec).__name__}."
+            f"hts-rl evaluate plays OneHot, Categorical, MultiCategorical and box actions; this "
+            f"env's action spec is a {type(spec).__name__}."
         )
-    num_actions = spec.space.n
-    if index.lt(0).any() or index.ge(num_actions).any():
+    if action.is_floating_point():
         raise ValueError(
-            f"the policy chose action {index.tolist()}, outside this env's {num_actions} "
-            "actions: was the policy trained on another env (see --env)?"
+            "the policy gives box actions and this env takes discrete ones: was the policy "
+            "trained on another env (see --env)?"
+        )
+    counts = spec.nvec if isinstance(spec, MultiCategorical) else spec.space.n
+    if action.lt(0).any() or action.ge(counts).any():
+        raise ValueError(
+            f"the policy chose action {action.tolist()}, outside this env's actions ("
+            f"{counts.tolist() if torch.is_tensor(counts) else counts}): was the policy "
+            "trained on another env (see --env)?"
         )
     if isinstance(spec, OneHot):
-        index = torch.nn.functional.one_hot(index, num_actions)
-    return index.to(spec.dtype).reshape(spec.shape)
+        action = torch.nn.functional.one_hot(action, spec.space.n)
+    return action.to(spec.dtype).reshape(spec.shape)
 
 
 def run_episodes(
@@ -251,12 +291,12 @@ def run_episodes(
                 frames.append(_frame(env))
             observation = data["observation"].unsqueeze(0)
             if greedy:
-                index = policy(observation)[0]
+                action = policy(observation)[0]
             else:
                 # One draw per row: per player when the logits are [players, actions].
                 probabilities = policy.logits(observation)[0].softmax(-1)
-                index = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
-            data["action"] = env_action(index, env.action_spec)
+                action = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
+            data["action"] = env_action(action, env.action_spec)
             stepped, data = env.step_and_maybe_reset(data)
             step = stepped["next"]
             total += float(step["reward"].sum())
@@ -320,8 +360,10 @@ def evaluate(argv: list[str]) -> int:
         )
     uri = resolve_tracking_uri(args.tracking_uri)
     policy, trained_env_id, env_kwargs, training_run_id = load_policy(
-        args.source, tracking_uri=uri, sample=args.sample
+        args.source, tracking_uri=uri, sample=args.sample, env=args.env
     )
+    if args.env is None:
+        _refuse_user_env(trained_env_id, args.source)
     env_id = args.env or trained_env_id
     if env_id is None:
         raise ValueError(f"{args.source} does not name its env: pass --env (e.g. CartPole-v1).")

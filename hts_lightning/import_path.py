@@ -4,7 +4,9 @@ processes (and recipes) can name them too: their own envs and networks."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from typing import Any
 
 __all__ = ["import_object", "is_import_path"]
@@ -34,6 +36,11 @@ def import_object(path: str, *, what: str) -> Any:
             "cannot import it from there. Move it into a module of its own (next to the "
             "script is enough) and name that module."
         )
+    # As `python -m` and most app servers do: modules beside the user are found too (the
+    # hts-rl script's own folder, not the working one, heads sys.path). Workers started
+    # later inherit the path.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         value = importlib.import_module(module_name)
     except ImportError as error:

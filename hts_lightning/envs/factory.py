@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 
 from torchrl.data import Bounded, TensorSpec
-from torchrl.envs import ClipTransform, EnvBase, TransformedEnv
+from torchrl.envs import EnvBase, TransformedEnv
 
 from hts_lightning.choices import check_env_backend
 from hts_lightning.envs._registry import check_env_id, check_football_scenario, with_episode_stats
@@ -16,6 +16,7 @@ from hts_lightning.envs.envpool import EnvpoolFactory, envpool_factory
 from hts_lightning.envs.football import make_football_env
 from hts_lightning.envs.latency import VariableLatencyEnv
 from hts_lightning.envs.testing import CountingEnv
+from hts_lightning.envs.transforms import ClipActions
 from hts_lightning.envs.user import user_env_factory
 from hts_lightning.import_path import is_import_path
 
@@ -40,9 +41,7 @@ def make_clipped(create_env: Callable[[], EnvBase]) -> EnvBase:
     env = create_env()
     spec = env.action_spec
     if isinstance(spec, Bounded) and spec.dtype.is_floating_point:
-        env = TransformedEnv(
-            env, ClipTransform(in_keys_inv=["action"], low=spec.space.low, high=spec.space.high)
-        )
+        env = TransformedEnv(env, ClipActions(low=spec.space.low, high=spec.space.high))
     return env
 
 

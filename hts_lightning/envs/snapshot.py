@@ -5,7 +5,8 @@ bitwise. The observation to act on next travels in the TensorDict; what lives in
 (the emulator, the physics state, the env's RNG, a wrapper's frame buffers, an episode-step
 counter) is what :func:`save_env_state` captures:
 
-- our own TorchRL envs implement ``snapshot()`` / ``restore(snapshot)``;
+- TorchRL envs that implement ``snapshot()`` (a picklable state) and ``restore(snapshot)``:
+  ours, and any of yours that does (see tests/collectors/spec_envs.py for one);
 - gymnasium envs behind TorchRL's gym wrappers: every gymnasium wrapper's attributes (pure
   Python: frame stacks, max-pool buffers, elapsed steps), the unwrapped env's attributes for
   classic-control and toy-text envs, and for ALE the emulator state with its RNG
@@ -33,10 +34,12 @@ from torchrl.envs import (
 )
 from torchrl.envs.gym_like import GymLikeEnv
 
+from hts_lightning.envs.transforms import ClipActions
+
 __all__ = ["load_env_state", "save_env_state"]
 
 # Transforms whose state is the TensorDict itself: nothing to save.
-_STATELESS_TRANSFORMS = (Compose, StepCounter, RewardSum, RewardClipping)
+_STATELESS_TRANSFORMS = (Compose, StepCounter, RewardSum, RewardClipping, ClipActions)
 # Unwrapped gymnasium envs whose attributes are their whole state (pure Python and numpy).
 _PURE_PYTHON_ENV_PACKAGES = ("gymnasium.envs.classic_control.", "gymnasium.envs.toy_text.")
 # Attributes that are handles or fixed configuration, not state: the wrapped env, the emulator

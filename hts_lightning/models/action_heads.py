@@ -8,7 +8,15 @@ from typing import Literal
 import torch
 import torch.distributions as D
 from torch import nn
-from torchrl.data import Bounded, Categorical, MultiCategorical, OneHot, TensorSpec, Unbounded
+from torchrl.data import (
+    Bounded,
+    Categorical,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    TensorSpec,
+    Unbounded,
+)
 from torchrl.modules import IndependentNormal, TanhNormal
 from torchrl.modules.distributions import OneHotCategorical
 
@@ -111,7 +119,7 @@ def action_head(spec: TensorSpec, *, continuous: ContinuousDistribution = "norma
         >>> head.out_features, head.out_keys, head.distribution_class.__name__
         (3, ['loc', 'scale'], 'IndependentNormal')
     """
-    if isinstance(spec, OneHot):
+    if isinstance(spec, OneHot) and not isinstance(spec, MultiOneHot):
         return ActionHead(spec.shape[-1], [], ["logits"], OneHotCategorical)
     if isinstance(spec, MultiCategorical):
         nvec = [int(n) for n in spec.nvec.reshape(-1)]

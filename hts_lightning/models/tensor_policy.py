@@ -1,4 +1,4 @@
-"""A trained policy as a plain module: observation tensor in, action indices out."""
+"""A trained policy as a plain module: observation tensor in, greedy action out."""
 
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ class TensorPolicy(nn.Module):
 
     TorchRL's operators read and write TensorDicts; MLflow models, serving and most user code
     pass tensors. ``forward`` takes observations ``[*batch, *observation_shape]`` (any number
-    of batch dims, none included) and returns the greedy action indices ``[*batch]`` (int64);
-    :meth:`logits` returns the action logits, to sample from. The actor is copied (to CPU, in
-    eval mode), so later training does not change this policy.
+    of batch dims, none included) and returns the greedy action: for a categorical policy the
+    indices of the most likely actions (int64; ``[*batch]``, or ``[*batch, heads]`` for
+    several heads or players), for a Gaussian one its mean (the TanhNormal's squashed mean)
+    ``[*batch, action_dims]``. :meth:`logits` returns a categorical policy's logits, to sample
+    from. The actor is copied (to CPU, in eval mode), so later training does not change this
+    policy.
 
     Args:
         actor: the policy operator (``make_actor_critic(...).get_policy_operator()``, or a
-            module's ``.actor``); it must write ``"logits"``.
+            module's ``.actor``).
         observation_ndim: number of dims of one observation (1 for vectors, 3 for pixels).
         observation_key: the key the actor reads.
 
@@ -68,9 +71,22 @@ class TensorPolicy(nn.Module):
         policy.example_observation = observation
         return policy
 
+    @property
+    def categorical(self) -> bool:
+        """Whether the actor's distribution is categorical (it writes ``"logits"``)."""
+        return "logits" in self.actor.out_keys
+
     @torch.no_grad()
     def logits(self, observation: torch.Tensor) -> torch.Tensor:
         """Action logits ``[*batch, num_actions]`` for observations ``[*batch, *obs_shape]``."""
+        if not self.categorical:
+            raise ValueError(
+                "This policy is not categorical (a Gaussian over box actions): it has no "
+                "logits. Its greedy action is the mean, policy(observation)."
+            )
+        return self._act(observation)["logits"]
+
+    def _act(self, observation: torch.Tensor):
         observation = torch.as_tensor(observation)
         if observation.dim() < self.observation_ndim:
             raise ValueError(
@@ -81,8 +97,12 @@ class TensorPolicy(nn.Module):
         data = TensorDict({self.observation_key: observation}, batch_size=batch)
         # Deterministic: the actor writes the mode as its action and draws no random numbers.
         with set_exploration_type(ExplorationType.DETERMINISTIC):
-            return self.actor(data)["logits"]
+            return self.actor(data)
 
+    @torch.no_grad()
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        """Greedy action indices ``[*batch]`` (int64)."""
-        return self.logits(observation).argmax(-1)
+        """The greedy action: indices (int64) for a categorical policy, else the mean."""
+        if self.categorical:
+            # The most likely action per categorical (one-hot, index or per head/player).
+            return self.logits(observation).argmax(-1)
+        return self._act(observation)["action"]

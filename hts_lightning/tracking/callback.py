@@ -143,9 +143,10 @@ def log_policy_model(
     registered_model_name: str | None = None,
     name: str = "model",
 ):
-    """Log ``module``'s policy to ``run_id`` as two pickle-free MLflow PyTorch models (pt2:
+    """Log ``module``'s policy to ``run_id`` as pickle-free MLflow PyTorch models (pt2:
     ``torch.export`` programs with a dynamic batch dimension): ``name`` maps observations to
-    greedy action indices, ``"logits"`` to the action logits (what sampling needs). Returns
+    the greedy action (:class:`~hts_lightning.models.TensorPolicy`), and for a categorical
+    policy ``"logits"`` to the action logits (what sampling needs). Returns
     the ``ModelInfo`` of ``name`` (``model_uri``: ``models:/<model id>``; ``runs:/<run
     id>/<name>`` also loads); ``registered_model_name`` registers that one."""
     import mlflow
@@ -167,7 +168,10 @@ def log_policy_model(
     infos = {}
     # In the run's context, so that the models land in the run's experiment.
     with torch.no_grad(), mlflow.start_run(run_id=run_id):
-        for model_name, model in ((name, policy), ("logits", _Logits(policy))):
+        models = [(name, policy)]
+        if policy.categorical:  # what sampling needs; a Gaussian's greedy action is its mean
+            models.append(("logits", _Logits(policy)))
+        for model_name, model in models:
             infos[model_name] = mlflow.pytorch.log_model(
                 model,
                 name=model_name,

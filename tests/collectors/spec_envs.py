@@ -113,6 +113,20 @@ class SpecEnv(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         self._generator.manual_seed(0 if seed is None else int(seed))
 
+    def snapshot(self) -> dict:
+        """All of this env's state, for exact resume (``hts_lightning.envs.save_env_state``)."""
+        return {
+            "generator": self._generator.get_state(),
+            "state": self._state.clone(),
+            "t": self._t,
+            "length": self._length,
+        }
+
+    def restore(self, snapshot: dict) -> None:
+        self._generator.set_state(snapshot["generator"])
+        self._state = snapshot["state"].clone()
+        self._t, self._length = snapshot["t"], snapshot["length"]
+
 
 class _Features(nn.Module):
     """Observation leaves (their event shapes known) to a feature vector."""
