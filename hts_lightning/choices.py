@@ -25,7 +25,7 @@ EnvBackend = Literal["python", "envpool"]
 #: What an env error does in the HTSCollector.
 OnEnvError = Literal["raise", "restart"]
 #: Where the training modules take the gradient.
-GradientMode = Literal["delayed", "current"]
+GradientMode = Literal["delayed", "current", "decoupled"]
 #: The training modules' learning-rate schedule.
 LrSchedule = Literal["constant", "linear"]
 
@@ -75,7 +75,8 @@ check_on_env_error = _checker(
 check_gradient_mode = _checker(
     "gradient_mode",
     GradientMode,
-    "Use 'delayed' (at the behaviour parameters) or 'current' (at the current ones).",
+    "Use 'delayed' (at the behaviour parameters), 'current' (at the current ones) or, for "
+    "PPO, 'decoupled' (the trust region around the current policy).",
 )
 check_lr_schedule = _checker(
     "lr_schedule", LrSchedule, "Use 'constant' or 'linear' (decay to 0 over total_frames)."

@@ -11,12 +11,14 @@ from hts_lightning.models.actor_critic import make_actor_critic
 from hts_lightning.models.custom import build_network
 from hts_lightning.models.nature_cnn import NatureCNN
 from hts_lightning.models.players import PlayersOneHotCategorical
+from hts_lightning.models.running_norm import RunningNorm
 from hts_lightning.models.tensor_policy import TensorPolicy
 
 __all__ = [
     "IndependentCategorical",
     "NatureCNN",
     "PlayersOneHotCategorical",
+    "RunningNorm",
     "StateIndependentScale",
     "TensorPolicy",
     "action_head",

@@ -12,6 +12,7 @@ from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, ValueOp
 from hts_lightning.models.action_heads import ContinuousDistribution, action_head
 from hts_lightning.models.nature_cnn import NatureCNN
 from hts_lightning.models.players import PlayersOneHotCategorical
+from hts_lightning.models.running_norm import RunningNorm
 
 __all__ = ["make_actor_critic"]
 
@@ -51,6 +52,7 @@ def make_actor_critic(
     shared_trunk: bool = True,
     orthogonal_init: bool = False,
     continuous: ContinuousDistribution = "normal",
+    normalize_observations: bool = False,
 ) -> ActorValueOperator:
     """An actor-critic for any action spec :func:`action_head` takes, as TorchRL operators:
     one-hot, index (``Categorical``) and multi-discrete (``MultiCategorical``) actions from
@@ -76,6 +78,10 @@ def make_actor_critic(
     orthogonal weights with gain sqrt(2) in the hidden layers, 0.01 in the policy's output
     (a near-uniform first policy) and 1 in the value's, zero biases. Without it the layers
     keep torch's default initialization.
+
+    ``normalize_observations`` puts a :class:`RunningNorm` of the observation vector first
+    (the running statistics that the training module updates after each update, as
+    MuJoCo's PPO runs in Stable-Baselines3 and CleanRL normalize observations).
 
     Example:
         >>> from hts_lightning import make_gym_env
@@ -123,6 +129,14 @@ def make_actor_critic(
         _orthogonal(trunk, last_gain=math.sqrt(2))
         _orthogonal(actor_head, last_gain=0.01)
         _orthogonal(critic_head, last_gain=1.0)
+    if normalize_observations:
+        if len(obs_shape) != 1:
+            raise ValueError(
+                "normalize_observations standardizes vector observations; "
+                f"{observation_key!r} has shape {tuple(obs_shape)} (pixels are scaled to [0, 1] "
+                "by the CNN already)."
+            )
+        trunk = nn.Sequential(RunningNorm(tuple(obs_shape)), trunk)
     if head.after:  # grouped logits, or the Gaussian's scale
         actor_head = nn.Sequential(actor_head, *head.after)
     if players is not None:

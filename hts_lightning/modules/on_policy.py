@@ -41,6 +41,7 @@ from hts_lightning.modules.behaviour import BehaviourParameters
 from hts_lightning.modules.callback_metrics import PROGRESS_BAR, read_by_callbacks
 from hts_lightning.modules.collection import CollectionBinding
 from hts_lightning.modules.lightning_steps import LightningSteps
+from hts_lightning.modules.normalization import RewardScaler, update_observation_norms
 from hts_lightning.ranks import episode_end_values, mean_over_ranks, standardized
 
 
@@ -71,6 +72,11 @@ class OnPolicyModule(LightningModule):
     - ``"current"``: at the current parameters theta_k. PPO's loss corrects for the lag with
       the clipped importance ratio against the stored behaviour log-probabilities; A2C's loss
       has no such correction (an ablation: the plain policy gradient at stale data).
+
+    - ``"decoupled"`` (PPO only): at the current parameters, PPO's clipped ratio taken against
+      the policy at the start of the update (theta_k, the proximal policy) and the lag
+      corrected by the importance weight pi_k / pi_{k-1} (Hilton et al. 2022, "Batch
+      size-invariance for policy optimization": decoupled PPO).
 
     With ``"delayed"`` PPO evaluates every epoch at theta_{k-1}, where the ratio is 1: its
     clipping never engages, and its epochs are plain gradient steps at one point.
@@ -108,6 +114,12 @@ class OnPolicyModule(LightningModule):
             action_spec, **network_kwargs)`` and returning a TorchRL ``ActorValueOperator``
             (see :func:`~hts_lightning.models.build_network`). ``hidden_sizes``,
             ``shared_trunk``, ``orthogonal_init`` and ``continuous`` are then unused.
+        normalize_observations: a running standardization of vector observations as the
+            network's first layer (:class:`~hts_lightning.models.RunningNorm`; updated after
+            each update, kept in checkpoints and in the logged model).
+        normalize_reward: rewards divided by the running std of the discounted return
+            before the advantages (:class:`~hts_lightning.modules.normalization.RewardScaler`;
+            the logged returns stay raw).
         lr, lr_schedule: Adam learning rate, ``"constant"`` or ``"linear"`` decay to 0 over
             ``total_frames``.
         gamma, gae_lambda: GAE.
@@ -138,6 +150,8 @@ class OnPolicyModule(LightningModule):
     """
 
     default_gradient_mode: GradientMode = "delayed"
+    #: The gradient modes the algorithm offers.
+    gradient_modes: tuple[GradientMode, ...] = ("delayed", "current")
 
     def __init__(
         self,
@@ -156,6 +170,8 @@ class OnPolicyModule(LightningModule):
         continuous: ContinuousDistribution = "normal",
         network: str | None = None,
         network_kwargs: dict | None = None,
+        normalize_observations: bool = False,
+        normalize_reward: bool = False,
         lr: float = 3e-4,
         lr_schedule: LrSchedule = "constant",
         gamma: float = 0.99,
@@ -177,6 +193,11 @@ class OnPolicyModule(LightningModule):
         self.gradient_mode = choices.check_gradient_mode(
             gradient_mode or self.default_gradient_mode
         )
+        if self.gradient_mode not in self.gradient_modes:
+            raise ValueError(
+                f"gradient_mode={self.gradient_mode!r} is not offered by "
+                f"{type(self).__name__}; choose one of {self.gradient_modes}."
+            )
         choices.check_collector_kind(collector)
         choices.check_inference_mode(inference)
         choices.check_on_env_error(on_env_error)
@@ -206,6 +227,7 @@ class OnPolicyModule(LightningModule):
                 shared_trunk=shared_trunk,
                 orthogonal_init=orthogonal_init,
                 continuous=continuous,
+                normalize_observations=normalize_observations,
             )
         else:
             self.model = build_network(
@@ -239,6 +261,11 @@ class OnPolicyModule(LightningModule):
             worker_niceness=worker_niceness,
         )
         self.automatic_optimization = False
+        #: Scales the rewards before the advantages (``normalize_reward``); its state is
+        #: checkpointed with the module.
+        self.reward_scaler = (
+            RewardScaler(num_envs=num_envs, gamma=gamma) if normalize_reward else None
+        )
         self.frames_per_batch = num_envs * sync_interval
         self.updates = 0
         self.frames = 0
@@ -395,6 +422,8 @@ class OnPolicyModule(LightningModule):
         behaviour_version = self.collection.behaviour_version(batch, updates=self.updates)
         delayed = self.gradient_mode == "delayed" and behaviour_version is not None
         self.gradient_version = behaviour_version if delayed else self.updates
+        if self.reward_scaler is not None:
+            batch["next", "reward"] = self.reward_scaler(batch, reduce=self._sum_over_ranks())
         with torch.no_grad(), self.gradient_parameters():
             self._advantages(batch)
         if self.hparams.normalize_advantage:
@@ -406,11 +435,19 @@ class OnPolicyModule(LightningModule):
         scheduler = self.lr_schedulers()
         if scheduler is not None:
             scheduler.step()
+        # After the update: the next batch is collected, and then learned from, with these.
+        update_observation_norms(self.model, batch, reduce=self._sum_over_ranks())
         self.updates += 1
         self.behaviour.remember(self.updates)
         self.collection.send_weights()
         self._log_step(batch, diagnostics, behaviour_version, waited, start)
         self._last_step_end = time.perf_counter()
+
+    def _sum_over_ranks(self):
+        """A sum over the ranks of a tensor (``None`` on one rank), for shared statistics."""
+        if self.trainer.world_size == 1:
+            return None
+        return lambda tensor: self.trainer.strategy.reduce(tensor, reduce_op="sum")
 
     def _log_step(self, batch, diagnostics, behaviour_version, waited, start) -> None:
         # Every rank sees the same numbers: frames, episodes and losses of all shards.

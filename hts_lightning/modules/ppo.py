@@ -31,7 +31,12 @@ class PPO(OnPolicyModule):
     The default ``gradient_mode`` is ``"current"``: the loss is evaluated at the current
     parameters and the clipped importance ratio against the stored behaviour log-probabilities
     corrects for the one-step lag. ``"delayed"`` takes every minibatch gradient at the
-    behaviour parameters instead.
+    behaviour parameters instead. ``"decoupled"`` clips the ratio against the policy at the
+    start of the update (the proximal policy) and weights each sample's advantage by
+    pi_prox / pi_behaviour: the trust region is around where the policy is, not where it was
+    one update ago. Since the weight is positive, min(r w A, clip(r) w A) = w min(r A,
+    clip(r) A): it is the clipped loss with the proximal log-probabilities in place of the
+    behaviour ones and the weighted advantages.
 
     Args (keyword-only, beside :class:`OnPolicyModule`'s):
         clip_epsilon: PPO's ratio clip.
@@ -49,6 +54,7 @@ class PPO(OnPolicyModule):
     """
 
     default_gradient_mode = "current"
+    gradient_modes = ("delayed", "current", "decoupled")
 
     def __init__(self, *, clip_epsilon: float = 0.2, epochs: int = 4, minibatches: int = 4, **kw):
         super().__init__(**kw)
@@ -85,6 +91,8 @@ class PPO(OnPolicyModule):
             keys.advantage,
             keys.value_target,
         ).reshape(-1)
+        if self.gradient_mode == "decoupled":
+            self._decouple(flat)
         size = flat.numel() // self.hparams.minibatches
         generator = torch.Generator().manual_seed(self.hparams.seed * 1_000_003 + self.updates)
         steps = []
@@ -97,3 +105,14 @@ class PPO(OnPolicyModule):
             for start in range(0, flat.numel(), size):
                 steps.append(self.gradient_step(flat[order[start : start + size]]))
         return mean_per_key(steps)
+
+    @torch.no_grad()
+    def _decouple(self, flat: TensorDictBase) -> None:
+        """The proximal policy's log-probabilities in place of the behaviour ones, and the
+        advantages weighted by pi_prox / pi_behaviour (see the class docstring)."""
+        keys = self.loss_module.tensor_keys
+        proximal = self.loss_module.log_prob(flat.clone(False))
+        weight = (proximal - flat.get(keys.sample_log_prob)).exp()
+        advantage = flat.get(keys.advantage)
+        flat.set(keys.advantage, advantage * weight.reshape(advantage.shape))
+        flat.set(keys.sample_log_prob, proximal)

@@ -120,6 +120,11 @@ class LeanClipPPOLoss(ClipPPOLoss):
         loss = distance_loss(target, critic.module(*inputs), self.loss_critic_type)
         return log_prob, row_entropy, self.critic_coeff * loss
 
+    def log_prob(self, tensordict: TensorDictBase) -> torch.Tensor:
+        """The actor's log-probability of the stored actions, computed as the loss computes
+        it (so the loss's ratio against it starts at exactly 1)."""
+        return self._terms(tensordict)[0]
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         terms = self.lean_loss(tensordict)
         for name in _PER_ROW:

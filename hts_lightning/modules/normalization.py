@@ -1,0 +1,64 @@
+"""Running normalization the training module keeps: the network's observation statistics and
+the reward scale (rewards divided by the running std of the discounted return)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from hts_lightning.models import RunningNorm
+
+__all__ = ["RewardScaler", "update_observation_norms"]
+
+
+def update_observation_norms(model: nn.Module, batch: TensorDictBase, *, reduce=None) -> None:
+    """Merge the batch's observations into each :class:`RunningNorm` of ``model`` that reads
+    ``"observation"`` (``make_actor_critic(normalize_observations=True)`` puts one first)."""
+    for norm in model.modules():
+        if isinstance(norm, RunningNorm):
+            norm.update(batch["observation"], reduce=reduce)
+
+
+class RewardScaler(nn.Module):
+    """Rewards divided by the running standard deviation of each replica's discounted return,
+    then clipped to ``[-clip, clip]`` (gymnasium's ``NormalizeReward``, Stable-Baselines3's
+    ``VecNormalize(norm_reward=True)``): a scale for the critic's targets whatever the env's
+    reward size. Its state (every replica's return so far and the statistics) is in the
+    module's checkpoint.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> scaler = RewardScaler(num_envs=2, gamma=0.99)
+        >>> batch = TensorDict({("next", "reward"): torch.full((2, 3, 1), 5.0),
+        ...     ("next", "done"): torch.zeros(2, 3, 1, dtype=torch.bool)}, batch_size=[2, 3])
+        >>> scaler(batch).abs().max() < 5.0
+        tensor(True)
+    """
+
+    def __init__(self, *, num_envs: int, gamma: float, clip: float = 10.0):
+        super().__init__()
+        self.gamma = gamma
+        self.clip = clip
+        self.register_buffer("returns", torch.zeros(num_envs, dtype=torch.float64))
+        self.statistics = RunningNorm(())
+
+    @torch.no_grad()
+    def forward(self, batch: TensorDictBase, *, reduce: Callable | None = None) -> torch.Tensor:
+        """The scaled rewards of ``batch`` (``[envs, steps]``: this rank's replicas in order);
+        the statistics take the batch's discounted returns first."""
+        reward = batch["next", "reward"]
+        done = batch["next", "done"].reshape(reward.shape[:2])
+        envs, steps = reward.shape[:2]
+        returns = self.returns[:envs].clone()
+        seen = []
+        for t in range(steps):
+            returns = returns * self.gamma + reward[:, t].reshape(envs).double()
+            seen.append(returns)
+            returns = returns.masked_fill(done[:, t], 0.0)
+        self.returns[:envs] = returns
+        self.statistics.update(torch.stack(seen), reduce=reduce)
+        scale = torch.sqrt(self.statistics.var + self.statistics.eps).to(reward.dtype)
+        return (reward / scale).clamp(-self.clip, self.clip)
