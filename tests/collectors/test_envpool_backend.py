@@ -396,7 +396,9 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
     for _ in range(60):
         observation, reward, terminated, truncated, info = public.recv()
         got = calls.recv()
-        for mine, theirs in zip(got, (info["env_id"], observation, reward, terminated, truncated)):
+        for mine, theirs in zip(
+            got, (info["env_id"], observation, reward, terminated, truncated), strict=True
+        ):
             assert mine.dtype == theirs.dtype
             np.testing.assert_array_equal(mine, theirs)
         ended += int(terminated.sum() + truncated.sum())
