@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import psutil
@@ -29,6 +30,34 @@ def worker_processes() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+# The environment variable that marks every process of one test's run.
+RUN_MARK = "HTS_TEST_RUN"
+
+
+def marked_env(**extra: str) -> tuple[dict[str, str], str]:
+    """This process's environment plus ``extra`` and a new unique ``HTS_TEST_RUN`` marker, and
+    the marker. Every process a subprocess started with it starts in turn inherits it."""
+    marker = uuid.uuid4().hex
+    return {**os.environ, **extra, RUN_MARK: marker}, marker
+
+
+def marked_processes(marker: str, *, exclude: tuple[int, ...] = ()) -> list[psutil.Process]:
+    """Live processes (zombies aside) whose environment holds ``HTS_TEST_RUN=marker``.
+
+    A subprocess's descendants, found wherever they are: once the subprocess has ended, its
+    orphans are the children of init, not of pytest, and ``worker_processes`` cannot see them.
+    """
+    found = []
+    for process in psutil.process_iter():
+        try:
+            ours = process.environ().get(RUN_MARK) == marker
+            if ours and process.pid not in exclude and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 ROOT = Path(__file__).resolve().parents[1]

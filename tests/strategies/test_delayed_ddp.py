@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch.strategies import StrategyRegistry
 
 from hts_lightning import A2C, DelayedGradientDDPStrategy
-from tests.conftest import quiet_trainer, worker_processes
+from tests.conftest import marked_env, marked_processes, quiet_trainer
 from tests.strategies.ddp_run import _Record, module_kwargs
 
 pytestmark = pytest.mark.distributed
@@ -177,16 +177,18 @@ def test_two_nodes_on_loopback_under_torchrun(two_ranks, tmp_path):
 
 
 def test_num_envs_not_divisible_by_the_ranks_is_a_clear_error(tmp_path):
+    env, marker = marked_env()
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--devices", "2", "--num-envs", "3"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode != 0
     assert "num_envs=3 is not divisible by the 2 ranks" in done.stderr
-    assert worker_processes() == []
+    assert marked_processes(marker) == []  # the run's processes, orphans included
 
 
 @pytest.mark.gpu
