@@ -24,9 +24,9 @@ from tests.collectors.policies import (
     weight_readable_policy,
 )
 from tests.collectors.test_resume import STOP_AFTER, _uninterrupted_and_resumed
-from tests.conftest import worker_processes
+from tests.conftest import require_module, worker_processes
 
-pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
+require_module("envpool")
 
 
 def _run(make, policy, *, num_envs, sync_interval, batches, consumer_delay=None, **kwargs):

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from hts_lightning import A2C
-from tests.conftest import quiet_trainer
+from tests.conftest import quiet_trainer, require_module
 from tests.strategies.ddp_run import _Record, module_kwargs
 from tests.strategies.test_delayed_ddp import _run
 
 pytestmark = pytest.mark.distributed
-pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
+require_module("envpool")
 
 
 def test_two_envpool_ranks_match_one_rank_with_all_replicas(tmp_path):
