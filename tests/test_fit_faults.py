@@ -61,15 +61,18 @@ class _Fit:
         return marked_processes(self.marker, exclude=(self.process.pid,))
 
     def wait_for_checkpoint(self, timeout: float = 120) -> Path:
+        """The run's last.ckpt once it is there and whole (it loads)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = list(self.cwd.glob("runs/**/last.ckpt"))
-            if found:
-                time.sleep(0.5)  # let the write finish
-                return found[0]
+            for path in self.cwd.glob("runs/**/last.ckpt"):
+                try:
+                    _global_step(path)
+                except Exception:  # still being written
+                    continue
+                return path
             assert self.process.poll() is None, self.process.communicate()[1][-3000:]
             time.sleep(0.2)
-        raise AssertionError("no last.ckpt within the timeout")
+        raise AssertionError("no whole last.ckpt within the timeout")
 
     def finish(self, timeout: float) -> tuple[int, str]:
         """Exit code and stderr; ``timeout`` only guards against a hang (it raises)."""
