@@ -136,7 +136,7 @@ def plot(runs: list[runner.Run], args: argparse.Namespace, target: float) -> Pat
     }
     styles = ["-", "--", ":", "-."]
     for r in runs:
-        frames, wall, ret = zip(*r.curve)
+        frames, wall, ret = zip(*r.curve, strict=True)
         style = dict(
             color=colors[r.collector],
             ls=styles[args.seeds.index(r.seed) % 4],

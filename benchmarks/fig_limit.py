@@ -112,12 +112,12 @@ def plot(rows, args: argparse.Namespace):
     plt = report.pyplot()
     fig, axes = plt.subplots(1, len(args.envs), figsize=(5.5 * len(args.envs), 4.2))
     axes = axes if len(args.envs) > 1 else [axes]
-    for ax, env in zip(axes, args.envs):
+    for ax, env in zip(axes, args.envs, strict=True):
         mine = [(name, fps) for e, name, fps, _ in rows if e == env]
         limit = dict(mine)[collection.ENV_ALONE]
         names = [n.replace(" (", "\n(") for n, _ in mine]
         bars = ax.barh(names, [fps for _, fps in mine], color="tab:blue")
-        for bar, (_, fps) in zip(bars, mine):
+        for bar, (_, fps) in zip(bars, mine, strict=True):
             ax.text(
                 bar.get_width(),
                 bar.get_y() + bar.get_height() / 2,

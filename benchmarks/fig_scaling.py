@@ -94,7 +94,7 @@ def plot(runs: list[runner.Run], args: argparse.Namespace, key):
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for label in dict.fromkeys(r.label for r in runs):
         points = sorted((key(r), r.fps) for r in runs if r.label == label)
-        ax.plot(*zip(*points), marker="o", label=label)
+        ax.plot(*zip(*points, strict=True), marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(args.values)
     ax.set_xticklabels([str(v) for v in args.values])

@@ -280,7 +280,7 @@ def round_ratios(results: dict[str, dict[str, list[float]]]) -> str:
     lines = []
     for env, samples in results.items():
         if HTS_NATIVE in samples and HAND in samples:
-            ratios = [a / b for a, b in zip(samples[HTS_NATIVE], samples[HAND])]
+            ratios = [a / b for a, b in zip(samples[HTS_NATIVE], samples[HAND], strict=True)]
             lines.append(
                 f"- {env}: HTS envpool / hand loop per round "
                 + ", ".join(f"{r:.2f}" for r in ratios)

@@ -84,6 +84,7 @@ def _plain_child(frames: int, seed: int) -> None:
                 for key, value in zip(
                     rollout,
                     (obs, next_obs, action, dist.log_prob(action), reward, terminated, truncated),
+                    strict=True,
                 ):
                     rollout[key].append(torch.as_tensor(value))
                 obs = next_obs

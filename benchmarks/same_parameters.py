@@ -87,7 +87,9 @@ def compare(path_a: str, path_b: str) -> bool:
         pa, pb = a[name]["parameters"], b[name]["parameters"]
         parameters = list(pa) == list(pb) and all(torch.equal(pa[k], pb[k]) for k in pa)
         ta, tb = _optimizer_tensors(a[name]["optimizer"]), _optimizer_tensors(b[name]["optimizer"])
-        optimizer = len(ta) == len(tb) and all(torch.equal(x, y) for x, y in zip(ta, tb))
+        optimizer = len(ta) == len(tb) and all(
+            torch.equal(x, y) for x, y in zip(ta, tb, strict=True)
+        )
         counts = a[name]["counts"] == b[name]["counts"]
         ma, mb = a[name]["metrics"], b[name]["metrics"]
         keys = (ma.keys() | mb.keys()) - set(TIMED)

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from types import ModuleType
 
 import psutil
 import pytest
@@ -29,6 +32,57 @@ def worker_processes() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+# How each optional package the tests use is installed.
+INSTALL_STEPS = {
+    "envpool": (
+        "`pip install -e .` installs envpool 1.2.5 on Linux x86-64; it has no wheels elsewhere"
+    ),
+    "gfootball": "the football extra: scripts/install_football.sh .venv",
+}
+
+
+def require_module(name: str) -> ModuleType:
+    """The optional package ``name``, imported; where it does not import, the test (or, called
+    at a test module's top, the whole module) is skipped, but with the environment variable
+    ``CI`` set to ``true`` it fails instead, naming the install step: a broken install must not
+    turn CI's tests of that package into skips."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        message = f"{name} does not import ({error}); install it: {INSTALL_STEPS[name]}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {message}", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+# The environment variable that marks every process of one test's run.
+RUN_MARK = "HTS_TEST_RUN"
+
+
+def marked_env(**extra: str) -> tuple[dict[str, str], str]:
+    """This process's environment plus ``extra`` and a new unique ``HTS_TEST_RUN`` marker, and
+    the marker. Every process a subprocess started with it starts in turn inherits it."""
+    marker = uuid.uuid4().hex
+    return {**os.environ, **extra, RUN_MARK: marker}, marker
+
+
+def marked_processes(marker: str, *, exclude: tuple[int, ...] = ()) -> list[psutil.Process]:
+    """Live processes (zombies aside) whose environment holds ``HTS_TEST_RUN=marker``.
+
+    A subprocess's descendants, found wherever they are: once the subprocess has ended, its
+    orphans are the children of init, not of pytest, and ``worker_processes`` cannot see them.
+    """
+    found = []
+    for process in psutil.process_iter():
+        try:
+            ours = process.environ().get(RUN_MARK) == marker
+            if ours and process.pid not in exclude and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 ROOT = Path(__file__).resolve().parents[1]

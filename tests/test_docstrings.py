@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import hts_lightning
+from tests.conftest import require_module
 
 MODULES = sorted(
     info.name
@@ -45,7 +46,7 @@ def test_the_walk_finds_every_module_file():
 @pytest.mark.parametrize("name", [name for name in MODULES if ">>> " in _source(name)])
 def test_docstring_examples(name):
     if name in NEEDS:
-        pytest.importorskip(NEEDS[name])
+        require_module(NEEDS[name])
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0, f"{name} has '>>> ' in its source but no example doctest finds"
@@ -55,7 +56,7 @@ def test_docstring_examples(name):
 @pytest.mark.parametrize("name", MODULES)
 def test_public_classes_have_an_example(name):
     if name in NEEDS:
-        pytest.importorskip(NEEDS[name])
+        require_module(NEEDS[name])
     module = importlib.import_module(name)
     public = [getattr(module, n) for n in getattr(module, "__all__", [])]
     classes = [

@@ -6,12 +6,10 @@ that exit codes, orphan processes and shared memory are those a user would see.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import psutil
@@ -20,7 +18,13 @@ import torch
 from mlflow import MlflowClient
 
 from hts_lightning import A2C
-from tests.conftest import quiet_trainer, shm_entries, worker_processes
+from tests.conftest import (
+    marked_env,
+    marked_processes,
+    quiet_trainer,
+    shm_entries,
+    worker_processes,
+)
 from tests.final_state import assert_checkpoint_is
 
 ROOT = Path(__file__).parents[1]
@@ -40,10 +44,9 @@ class _Fit:
     """`hts-rl fit` in a subprocess, tagged so that every process it starts can be found."""
 
     def __init__(self, tmp_path: Path, *args: str):
-        self.marker = uuid.uuid4().hex
         self.uri = f"sqlite:///{tmp_path}/mlflow.db"
         self.cwd = tmp_path
-        env = {**os.environ, "MLFLOW_TRACKING_URI": self.uri, "HTS_TEST_RUN": self.marker}
+        env, self.marker = marked_env(MLFLOW_TRACKING_URI=self.uri)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "hts_lightning.cli", "fit", "--config", RECIPE, *args],
             cwd=tmp_path,
@@ -54,26 +57,21 @@ class _Fit:
         )
 
     def descendants(self) -> list[psutil.Process]:
-        found = []
-        for process in psutil.process_iter():
-            try:
-                ours = process.environ().get("HTS_TEST_RUN") == self.marker
-                if ours and process.pid != self.process.pid and process.status() != "zombie":
-                    found.append(process)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        return found
+        return marked_processes(self.marker, exclude=(self.process.pid,))
 
     def wait_for_checkpoint(self, timeout: float = 120) -> Path:
+        """The run's last.ckpt once it is there and whole (it loads)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = list(self.cwd.glob("runs/**/last.ckpt"))
-            if found:
-                time.sleep(0.5)  # let the write finish
-                return found[0]
+            for path in self.cwd.glob("runs/**/last.ckpt"):
+                try:
+                    _global_step(path)
+                except Exception:  # still being written
+                    continue
+                return path
             assert self.process.poll() is None, self.process.communicate()[1][-3000:]
             time.sleep(0.2)
-        raise AssertionError("no last.ckpt within the timeout")
+        raise AssertionError("no whole last.ckpt within the timeout")
 
     def finish(self, timeout: float) -> tuple[int, str]:
         """Exit code and stderr; ``timeout`` only guards against a hang (it raises)."""

@@ -3,7 +3,6 @@ MLflow (the default logger), in a SQLite store of the test's own."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from mlflow import MlflowClient
 from hts_lightning.cli import main
 from hts_lightning.envs import env_factory
 from hts_lightning.envs.football import PAPER_SCENARIOS
+from tests.conftest import require_module
 from tests.tracking.helpers import TINY
 
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "recipes"
@@ -85,8 +85,7 @@ TRAINED = [r for r in RECIPES if "football" not in r.parts or r.stem in FOOTBALL
     "recipe", sorted((RECIPE_DIR / "football").glob("*.yaml")), ids=lambda p: p.stem
 )
 def test_football_recipe_env_steps(recipe):
-    if importlib.util.find_spec("gfootball") is None:
-        pytest.skip("the football extra is not installed (scripts/install_football.sh .venv)")
+    require_module("gfootball")
     init_args = yaml.safe_load(recipe.read_text())["model"]["init_args"]
     env = env_factory(init_args["env_id"], **init_args.get("env_kwargs", {}))()
     try:
@@ -100,11 +99,11 @@ def test_football_recipe_env_steps(recipe):
 @pytest.mark.smoke
 @pytest.mark.parametrize("recipe", TRAINED, ids=lambda p: p.stem)
 def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch, empty_store):
-    if "football" in recipe.parts and importlib.util.find_spec("gfootball") is None:
-        pytest.skip("the football extra is not installed (scripts/install_football.sh .venv)")
+    if "football" in recipe.parts:
+        require_module("gfootball")
     init_args = yaml.safe_load(recipe.read_text())["model"]["init_args"]
-    if init_args.get("env_backend") == "envpool" and importlib.util.find_spec("envpool") is None:
-        pytest.skip("envpool has wheels for Linux x86-64 only (the recipe's env_backend)")
+    if init_args.get("env_backend") == "envpool":
+        require_module("envpool")
     monkeypatch.chdir(tmp_path)
     shutil.copy(empty_store, tmp_path / "mlflow.db")
     store = f"sqlite:///{tmp_path}/mlflow.db"

@@ -88,7 +88,7 @@ def load_env_state(env: EnvBase, state: Any) -> None:
             f"The env state has {len(payload)} gymnasium layers, this env {len(layers)}: it was "
             "saved from an env built differently."
         )
-    for layer, layer_state in zip(layers, payload):
+    for layer, layer_state in zip(layers, payload, strict=True):
         for key, value in layer_state.items():
             if key == "ale":
                 layer.restore_state(value)

@@ -49,7 +49,7 @@ class TensorChain:
 
     def __init__(self, layers: list, head: ProbabilisticTensorDictModule, default_interaction):
         self._layers = [(layer.module, layer.in_keys, layer.out_keys[0]) for layer in layers]
-        self._dist_keys = list(zip(head.dist_keys, head.in_keys))
+        self._dist_keys = list(zip(head.dist_keys, head.in_keys, strict=True))
         self._distribution = head.distribution_class
         self._kwargs = {"validate_args": False, **head.distribution_kwargs}
         self._default_interaction = default_interaction

@@ -99,7 +99,7 @@ class ACKTR(A2C):
         mean = self.trainer.strategy.reduce(
             torch.cat([t.reshape(-1) for t in tensors]), reduce_op="mean"
         )
-        for tensor, averaged in zip(tensors, mean.split([t.numel() for t in tensors])):
+        for tensor, averaged in zip(tensors, mean.split([t.numel() for t in tensors]), strict=True):
             tensor.copy_(averaged.view_as(tensor))
 
     def fisher_pass(self, data: TensorDictBase) -> None:

@@ -455,7 +455,7 @@ class OnPolicyModule(LightningModule):
         self.frames += batch.numel() * world
         names = sorted(diagnostics)
         means = mean_over_ranks(self, torch.stack([diagnostics[k].float().mean() for k in names]))
-        metrics = {f"train/{k}": v for k, v in zip(names, means)}
+        metrics = {f"train/{k}": v for k, v in zip(names, means, strict=True)}
         returns = episode_end_values(self, batch, "episode_reward")
         if returns is not None and returns.numel():
             self.recent_returns.extend(returns.tolist())

@@ -22,7 +22,7 @@ def mean_per_key(steps: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor
     for name in names:
         values = torch.stack([step[name] for step in steps]).float()
         columns.append(values.flatten(1).mean(1) if values.dim() > 1 else values)
-    return dict(zip(names, torch.stack(columns, dim=1).mean(0)))
+    return dict(zip(names, torch.stack(columns, dim=1).mean(0), strict=True))
 
 
 class PPO(OnPolicyModule):

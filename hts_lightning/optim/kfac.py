@@ -29,7 +29,9 @@ def _conv_padding(layer: nn.Conv2d) -> tuple[int, int, int, int]:
     if layer.padding == "valid":
         return (0, 0, 0, 0)
     if layer.padding == "same":
-        total_h, total_w = (d * (k - 1) for d, k in zip(layer.dilation, layer.kernel_size))
+        total_h, total_w = (
+            d * (k - 1) for d, k in zip(layer.dilation, layer.kernel_size, strict=True)
+        )
         return (total_w // 2, total_w - total_w // 2, total_h // 2, total_h - total_h // 2)
     pad_h, pad_w = layer.padding
     return (pad_w, pad_w, pad_h, pad_h)
@@ -107,7 +109,9 @@ def kl_clip_scale(
     preconditioned: Iterable[torch.Tensor], grads: Iterable[torch.Tensor], lr: float, kl_clip: float
 ) -> float:
     """ACKTR's trust region: scale nu = min(1, sqrt(kl_clip / (lr^2 * sum(P . grad))))."""
-    quadratic = sum(float((p * g).sum()) for p, g in zip(preconditioned, grads)) * lr**2
+    quadratic = (
+        sum(float((p * g).sum()) for p, g in zip(preconditioned, grads, strict=True)) * lr**2
+    )
     if not math.isfinite(quadratic) or quadratic <= 0:
         return 1.0
     return min(1.0, math.sqrt(kl_clip / quadratic))

@@ -23,6 +23,7 @@ from hts_lightning import HTSCollector
 from hts_lightning.collectors._seeding import replica_seeds
 from hts_lightning.envs import env_factory
 from tests.collectors.spec_envs import ACTIONS, OBSERVATIONS, SpecEnv, action_value, spec_policy
+from tests.conftest import require_module
 
 NUM_ENVS, STEPS, BATCHES = 4, 8, 3
 # (num_workers, inference): inline, workers' inference, the main process's inference.
@@ -124,7 +125,7 @@ def test_every_spec_kind_through_every_python_backend(action, observation):
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_envpool_replicas_give_torchrl_layout_and_the_same_bits_for_any_thread_count(env_id):
-    pytest.importorskip("envpool")
+    require_module("envpool")
     make = env_factory(env_id, backend="envpool")
     env = make()
     policy = spec_policy(env)

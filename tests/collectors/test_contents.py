@@ -169,7 +169,9 @@ def test_state_dict_round_trip_and_seed_frozen_once_started():
     assert all(
         torch.equal(a, b)
         for a, b in zip(
-            restored.state_dict()["noise_generator_states"], state["noise_generator_states"]
+            restored.state_dict()["noise_generator_states"],
+            state["noise_generator_states"],
+            strict=True,
         )
     )
     next(iter(restored))

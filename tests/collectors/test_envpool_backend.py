@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 from functools import partial
@@ -24,9 +25,9 @@ from tests.collectors.policies import (
     weight_readable_policy,
 )
 from tests.collectors.test_resume import STOP_AFTER, _uninterrupted_and_resumed
-from tests.conftest import worker_processes
+from tests.conftest import require_module, worker_processes
 
-pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
+require_module("envpool")
 
 
 def _run(make, policy, *, num_envs, sync_interval, batches, consumer_delay=None, **kwargs):
@@ -151,16 +152,31 @@ class _CountCalls(nn.Module):
         return nn.functional.one_hot(torch.zeros(observation.shape[:-1], dtype=torch.long), 2)
 
 
-def _wait_until_still(seconds: float = 0.5, limit: float = 60.0) -> int:
-    """The call count once it has not changed for ``seconds`` (the collector is idle)."""
-    deadline, last, since = time.monotonic() + limit, _CountCalls.calls, time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        if _CountCalls.calls != last:
-            last, since = _CountCalls.calls, time.monotonic()
-        elif time.monotonic() - since >= seconds:
-            return last
-    raise AssertionError("the collector never went idle")
+def _waits_for_the_consumer(collector) -> bool:
+    """Whether the collection thread (inference in this process) has finished the batch it
+    was asked for and is blocked taking the next request, none queued: until the consumer
+    takes that batch, nothing more is collected and the policy is not called."""
+    runner = collector._backend._runner
+    if runner._results.empty() or not runner._requests.empty():
+        return False
+    frame = sys._current_frames().get(runner._thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "get" and frame.f_locals.get("self") is runner._requests:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _calls_once_idle(collector, limit: float = 60.0) -> int:
+    """The policy's call count once the collector waits for the consumer (``limit`` only
+    keeps a broken collector from hanging the suite)."""
+    deadline = time.monotonic() + limit
+    while not _waits_for_the_consumer(collector):
+        assert time.monotonic() < deadline, "the collector never finished its batch"
+        time.sleep(0.01)
+    # One finished batch waits, not two: the collector did not run ahead.
+    assert collector._backend._runner._results.qsize() == 1
+    return _CountCalls.calls
 
 
 def test_next_batch_is_collected_while_the_consumer_holds_the_last_one_and_no_further():
@@ -183,15 +199,14 @@ def test_next_batch_is_collected_while_the_consumer_holds_the_last_one_and_no_fu
         iterator = iter(collector)
         next(iterator)
         at_yield = _CountCalls.calls
-        idle = _wait_until_still()  # batch 1 done, batch 2 waits for the consumer
+        idle = _calls_once_idle(collector)  # batch 1 done, batch 2 waits for the consumer
         assert idle > at_yield
         # Batch 1 needed at least 25 steps x 4 replicas / 4 rows per call.
         assert idle >= 25
-        time.sleep(0.3)
         assert _CountCalls.calls == idle  # not running two batches ahead
         batch = next(iterator)
         assert batch["next", "step_count"].shape == (4, 25, 1)
-        assert _wait_until_still() > idle  # handing batch 1 out started batch 2
+        assert _calls_once_idle(collector) > idle  # handing batch 1 out started batch 2
 
 
 @pytest.mark.parametrize("inference", ["workers", "main"])
@@ -396,7 +411,9 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
     for _ in range(60):
         observation, reward, terminated, truncated, info = public.recv()
         got = calls.recv()
-        for mine, theirs in zip(got, (info["env_id"], observation, reward, terminated, truncated)):
+        for mine, theirs in zip(
+            got, (info["env_id"], observation, reward, terminated, truncated), strict=True
+        ):
             assert mine.dtype == theirs.dtype
             np.testing.assert_array_equal(mine, theirs)
         ended += int(terminated.sum() + truncated.sum())

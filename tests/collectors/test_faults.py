@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -155,35 +156,58 @@ def test_garbage_collection_without_shutdown_cleans_up():
 
 
 def test_interpreter_exit_without_shutdown_cleans_up(tmp_path):
+    # The child reports its process tree and every /dev/shm segment the tree has mapped or
+    # open (deleted ones too) just before it exits: what its exit must clean up. Only those,
+    # and segments named after the tree's pids (torch_<pid>_*, pym-<pid>-*), are checked, not
+    # the whole machine's /dev/shm, where other programs come and go meanwhile.
     script = tmp_path / "leave.py"
     script.write_text(
         textwrap.dedent(
             """
-            import os, sys
+            import json, os, sys
             from functools import partial
             import psutil
             from hts_lightning import CountingEnv, HTSCollector
             from tests.collectors.policies import sampling_policy
+
+            def shm_names(pid):
+                paths = []
+                with open(f"/proc/{pid}/maps") as maps:
+                    paths += [line.split(maxsplit=5)[-1].strip() for line in maps]
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    try:
+                        paths.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                    except OSError:
+                        pass
+                return {
+                    path.removeprefix("/dev/shm/").removesuffix(" (deleted)")
+                    for path in paths
+                    if path.startswith("/dev/shm/")
+                }
 
             if __name__ == "__main__":
                 collector = HTSCollector(partial(CountingEnv), sampling_policy(), num_envs=4,
                                          num_workers=2, frames_per_batch=8)
                 next(iter(collector))
                 pids = [p.pid for p in psutil.Process().children(recursive=True)]
-                print(" ".join(map(str, pids)), flush=True)
+                shm = set().union(*(shm_names(pid) for pid in [os.getpid(), *pids]))
+                report = {"pid": os.getpid(), "children": pids, "shm": sorted(shm)}
+                print(json.dumps(report), flush=True)
                 sys.exit(0)  # no shutdown()
             """
         )
     )
-    shm_before = shm_entries()
     path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=path)
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
     )
     assert result.returncode == 0, result.stderr
-    pids = [int(p) for p in result.stdout.split()]
+    report = json.loads(result.stdout.splitlines()[-1])
+    pids = report["children"]
     assert len(pids) >= 2  # two workers (and the forkserver)
+    # The batch storages, slots and weights are shared memory: the check has its object.
+    assert any(name.startswith(f"torch_{report['pid']}_") for name in report["shm"])
     deadline = time.monotonic() + 10
     import psutil
 
@@ -193,7 +217,14 @@ def test_interpreter_exit_without_shutdown_cleans_up(tmp_path):
     while alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive() == []
-    assert shm_entries() <= shm_before
+    tree = [report["pid"], *pids]
+    named_after_tree = {
+        name
+        for name in shm_entries()
+        if any(f"_{pid}_" in name or f"-{pid}-" in name for pid in tree)
+    }
+    assert shm_entries() & set(report["shm"]) == set()
+    assert named_after_tree == set()
 
 
 def test_iterating_after_shutdown_is_a_clear_error_and_a_finished_collector_is_empty():

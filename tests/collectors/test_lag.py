@@ -108,9 +108,11 @@ def test_the_next_batch_is_collected_while_the_learner_holds_this_one(tmp_path):
     log = tmp_path / "steps"
     log.touch()
     per_batch = 2 * 20
+    policy = weight_readable_policy(num_actions=2)
+    set_choice(policy, 0)
     with HTSCollector(
         partial(_StepLoggingEnv, str(log), max_count=50),
-        weight_readable_policy(num_actions=2),
+        policy,
         num_envs=2,
         num_workers=2,
         frames_per_batch=per_batch,
@@ -120,8 +122,11 @@ def test_the_next_batch_is_collected_while_the_learner_holds_this_one(tmp_path):
         first = next(iterator)
         # Without asking for it, batch 1 is collected: the steps of two batches.
         assert _steps_reach(log, 2 * per_batch) == 2 * per_batch
-        time.sleep(0.5)  # room to run ahead, which lag one forbids
         assert log.stat().st_size == 2 * per_batch
+        # No clock gives the collector room to run ahead: update 1's weights choose action 1,
+        # so a step of batch 2 taken before the update (running ahead, which lag one forbids)
+        # would show in batch 2 as action 0, however late it came.
+        set_choice(policy, 1)
         collector.update_policy_weights_()
         second = next(iterator)  # already there; handing it out starts batch 2
         assert _steps_reach(log, 3 * per_batch) == 3 * per_batch
@@ -129,3 +134,5 @@ def test_the_next_batch_is_collected_while_the_learner_holds_this_one(tmp_path):
     assert log.stat().st_size == 3 * per_batch
     assert first["policy_version"].eq(0).all() and second["policy_version"].eq(0).all()
     assert third["policy_version"].eq(1).all()  # collected after the update, with its weights
+    assert first["action"].argmax(-1).eq(0).all() and second["action"].argmax(-1).eq(0).all()
+    assert third["action"].argmax(-1).eq(1).all()  # every step of batch 2 after the update

@@ -16,6 +16,7 @@ from hts_lightning import CountingEnv, HTSCollector
 from hts_lightning.collectors._engine import PolicyRunner
 from hts_lightning.models import make_actor_critic
 from tests.collectors.policies import sampling_policy
+from tests.conftest import require_module
 
 CPU = torch.device("cpu")
 
@@ -184,6 +185,7 @@ def test_envpool_workers_refuse_the_batch_collected_with_nan_logits():
     the same error, naming the cause, and the batches before it were finite."""
     from hts_lightning.envs import env_factory
 
+    require_module("envpool")
     make = env_factory("CartPole-v1", backend="envpool")
     policy = _policy((4,), (2,))
     assert _runner(policy).nan_check_per_batch is False  # until prepare finds the head

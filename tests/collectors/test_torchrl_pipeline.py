@@ -47,7 +47,9 @@ def test_replay_buffer_gae_and_clip_ppo_loss_on_hts_batches():
             optimizer.step()
             collector.update_policy_weights_()
             assert all(torch.isfinite(v).all() for v in losses.values())
-            assert any(not torch.equal(b, p) for b, p in zip(before, actor.parameters()))
+            assert any(
+                not torch.equal(b, p) for b, p in zip(before, actor.parameters(), strict=True)
+            )
     assert len(buffer) == 4 * 32 * 2
     sample = buffer.sample()
     assert {"action_log_prob", "action", ("next", "reward"), "policy_version"} <= set(

@@ -10,8 +10,9 @@ import torch
 from hts_lightning.envs import EnvpoolFactory, env_factory
 from hts_lightning.envs import envpool as envpool_module
 from hts_lightning.envs._registry import MissingDependencyError
+from tests.conftest import require_module
 
-pytest.importorskip("envpool", reason="envpool has wheels for Linux x86-64 only")
+require_module("envpool")
 
 
 def _layout(td):

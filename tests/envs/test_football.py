@@ -14,13 +14,18 @@ from hts_lightning.cli import main
 from hts_lightning.envs import _registry, env_factory
 from hts_lightning.models import PlayersOneHotCategorical, make_actor_critic
 from tests.collectors.policies import assert_bitwise_equal, collect
-from tests.conftest import quiet_trainer, worker_processes
+from tests.conftest import quiet_trainer, require_module, worker_processes
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "football"
-needs_gfootball = pytest.mark.skipif(
-    importlib.util.find_spec("gfootball") is None,
-    reason="the football extra is not installed (scripts/install_football.sh .venv)",
-)
+
+
+@pytest.fixture
+def _gfootball():
+    require_module("gfootball")
+
+
+# Skipped without the football extra, failed under CI=true (tests.conftest.require_module).
+needs_gfootball = pytest.mark.usefixtures("_gfootball")
 
 
 def _rollout(env, steps: int, *, seed: int | None = None, action_seed: int = 0):

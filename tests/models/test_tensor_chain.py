@@ -48,7 +48,7 @@ def test_one_hot_gives_the_distribution_s_log_prob_entropy_and_gradient(shape, m
         return log_prob.detach(), entropy.detach(), x.grad
 
     fast, reference = terms(fast=True), terms(fast=False)
-    for got, expected in zip(fast[:2], reference[:2]):
+    for got, expected in zip(fast[:2], reference[:2], strict=True):
         assert got.isfinite().all()
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
     if masked:  # both give NaN gradients through the -inf logit; the others agree

@@ -36,7 +36,9 @@ def test_acktr_records_factors_for_every_layer_and_takes_kl_clipped_steps():
         assert kfac.factors[name]["A"].shape == (width, width)
         assert kfac.factors[name]["G"].shape == (layer.out_features,) * 2
     assert len(steps.kl_scales) == 4 and all(0 < s <= 1 for s in steps.kl_scales)
-    assert any(not torch.equal(b, p) for b, p in zip(before, module.model.parameters()))
+    assert any(
+        not torch.equal(b, p) for b, p in zip(before, module.model.parameters(), strict=True)
+    )
     assert module.gradient_mode == "delayed"
 
 

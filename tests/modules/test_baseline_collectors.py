@@ -41,7 +41,7 @@ def test_trainer_runs_with_torchrl_baseline_collector(kind, cls):
     assert module.frames == 3 * 32
     assert batches.shapes == [32, 32, 32]
     assert all("policy_version" not in keys for keys in batches.keys)
-    assert any(not torch.equal(b, p) for b, p in zip(before, module.parameters()))
+    assert any(not torch.equal(b, p) for b, p in zip(before, module.parameters(), strict=True))
     assert "perf/policy_lag" not in module.last_metrics
 
 

@@ -14,7 +14,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from hts_lightning import A2C
-from hts_lightning.callbacks import StopOnSignal
+from hts_lightning.callbacks import StopOnSignal, stop_on_signal
 from hts_lightning.collectors import BatchTimeoutError
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
@@ -80,10 +80,17 @@ def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(ki
         batch_timeout=60,
     )
 
+    fitted = threading.Event()
+
     def terminate_when_waiting():
-        while module.updates < 3:
-            time.sleep(0.05)
-        time.sleep(1)  # update 3's logging and checkpoint hooks end: then the module only waits
+        # Update 3 and its logging and checkpoint hooks have ended when the module waits for
+        # batch 4 (in the wait that a stop signal cuts short): then the signal. The deadline
+        # only ends this thread if that never comes (batch_timeout then fails the test).
+        deadline = time.monotonic() + 120
+        while not (module.updates >= 3 and stop_on_signal._waits_to_cut > 0):
+            if fitted.is_set() or time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGTERM)
 
     trainer = Trainer(
@@ -94,8 +101,11 @@ def test_a_signal_while_waiting_for_a_batch_stops_at_once_with_the_checkpoint(ki
         callbacks=[ModelCheckpoint(dirpath=tmp_path, save_last=True), StopOnSignal()],
     )
     threading.Thread(target=terminate_when_waiting, daemon=True).start()
-    with pytest.raises(SIGTERMException):
-        trainer.fit(module)
+    try:
+        with pytest.raises(SIGTERMException):
+            trainer.fit(module)
+    finally:
+        fitted.set()
     assert module.updates == 3
     saved = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
     assert saved["global_step"] == 3 and saved["hts_progress"]["updates"] == 3

@@ -61,7 +61,10 @@ def _assert_resume_is_exact(make_module, tmp_path, stop_after: int) -> list:
     _trainer(tmp_path / "resumed", got).fit(resumed, ckpt_path=tmp_path / "resumed" / "last.ckpt")
 
     assert resumed.updates == uninterrupted.updates
-    for (name, a), b in zip(uninterrupted.state_dict().items(), resumed.state_dict().values()):
+    assert list(resumed.state_dict()) == list(uninterrupted.state_dict())
+    for (name, a), b in zip(
+        uninterrupted.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b), f"{name} differs"
     assert got.rows == expected.rows
     return expected.rows

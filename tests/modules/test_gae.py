@@ -34,7 +34,7 @@ def _loss_with_gae(gamma, lmbda):
 
 def _batch(values, next_values, rewards, terminated, truncated):
     column = lambda xs, dtype=torch.float32: torch.tensor(xs, dtype=dtype).reshape(1, -1, 1)  # noqa: E731
-    done = [a or b for a, b in zip(terminated, truncated)]
+    done = [a or b for a, b in zip(terminated, truncated, strict=True)]
     return TensorDict(
         observation=column(values),
         next=TensorDict(

@@ -56,7 +56,10 @@ def test_an_overridden_step_hook_runs_every_step_and_trains_the_same_parameters(
     assert not wrapped._steps.direct
     assert hooks.calls == dict.fromkeys(hooks.calls, 12)
     assert trainer.global_step == 12
-    for (name, a), b in zip(direct.state_dict().items(), wrapped.state_dict().values()):
+    assert list(wrapped.state_dict()) == list(direct.state_dict())
+    for (name, a), b in zip(
+        direct.state_dict().items(), wrapped.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 

@@ -87,7 +87,9 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
 
     trained = plain.networks(module.model)
     moved = 0.0
-    for start, expected, actual in zip(before, nets.parameters(), trained.parameters()):
+    for start, expected, actual in zip(
+        before, nets.parameters(), trained.parameters(), strict=True
+    ):
         torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-6)
         moved = max(moved, float((expected - start).abs().max().detach()))
     assert moved > 1e-4  # the update did move the parameters
@@ -142,7 +144,7 @@ def test_lean_loss_tensor_path_equals_tensordict_path(shared_trunk):
     assert torch.equal(fast["loss_critic"], slow["loss_critic"])  # the same layers and sum
     for key in ("loss_objective", "loss_entropy", "kl_approx"):
         torch.testing.assert_close(fast[key], slow[key], rtol=1e-6, atol=1e-7, msg=key)
-    for got, expected in zip(fast_grads, slow_grads):
+    for got, expected in zip(fast_grads, slow_grads, strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
     assert any(float(g.abs().sum()) > 0 for g in fast_grads)
 

@@ -41,4 +41,6 @@ def test_value_coef_zero_leaves_the_critic_untouched(cls, monkeypatch):
     assert critic_losses == [0.0] * len(critic_losses)
     for name, p in critic.items():
         assert torch.equal(p, critic_before[name]), f"critic {name} changed"
-    assert any(not torch.equal(p, q) for p, q in zip(module.actor.parameters(), actor_before))
+    assert any(
+        not torch.equal(p, q) for p, q in zip(module.actor.parameters(), actor_before, strict=True)
+    )

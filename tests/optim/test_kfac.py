@@ -61,7 +61,7 @@ def test_preconditioned_gradient_is_the_explicit_kronecker_solve(kind):
     before = [(m.weight.detach().clone(), m.bias.detach().clone()) for m in layers]
     grads = [_grad_matrix(m) for m in layers]
     optimizer.step()
-    for name, layer, (w0, b0), grad in zip(optimizer.layers, layers, before, grads):
+    for name, layer, (w0, b0), grad in zip(optimizer.layers, layers, before, grads, strict=True):
         factors = optimizer.factors[name]
         expected = _explicit_solve(factors["A"], factors["G"], grad, 0.03)
         eig_a, eig_g = optimizer._eigen[name]
@@ -103,11 +103,11 @@ def test_kl_clip_bounds_the_step():
         before = [p.detach().clone() for p in net.parameters()]
         grads = [p.grad.clone() for p in net.parameters()]
         optimizer.step()
-        steps = [b - p.detach() for b, p in zip(before, net.parameters())]
+        steps = [b - p.detach() for b, p in zip(before, net.parameters(), strict=True)]
         # The applied step is lr * nu * P; ACKTR's KL estimate of it, (lr nu)^2 sum(P . g),
         # equals lr * nu * sum(step . g) and must not exceed kl_clip.
         nu = optimizer.last_kl_scale
-        kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps, grads))
+        kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps, grads, strict=True))
         if clipped:
             assert nu < 1.0
             assert kl == pytest.approx(kl_clip, rel=1e-3)
@@ -123,7 +123,7 @@ def test_fisher_pass_leaves_policy_gradient_buffers_untouched():
     net(x).sum().backward()
     grads = [p.grad.clone() for p in net.parameters()]
     _fisher_pass(optimizer, net, x)
-    assert all(torch.equal(g, p.grad) for g, p in zip(grads, net.parameters()))
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, net.parameters(), strict=True))
     assert set(optimizer.factors) == {"0", "2"}
 
 
@@ -159,22 +159,22 @@ def test_momentum_step_converges_to_the_kl_clipped_update(momentum):
     layers = [net[0], net[2]]
     steps = []
     for _ in range(150):
-        for p, g in zip(net.parameters(), grads):
+        for p, g in zip(net.parameters(), grads, strict=True):
             p.grad = g.clone()
         before = [p.detach().clone() for p in net.parameters()]
         optimizer.step()
-        steps.append([b - p.detach() for b, p in zip(before, net.parameters())])
+        steps.append([b - p.detach() for b, p in zip(before, net.parameters(), strict=True)])
     nu = optimizer.last_kl_scale
     assert nu < 1.0  # the clip binds
     expected = []
-    for name, layer in zip(optimizer.layers, layers):
+    for name, layer in zip(optimizer.layers, layers, strict=True):
         preconditioned = precondition(_grad_matrix(layer), *optimizer._eigen[name], 0.03)
         expected += [preconditioned[:, :-1], preconditioned[:, -1]]
-    for step, p in zip(steps[-1], expected):
+    for step, p in zip(steps[-1], expected, strict=True):
         torch.testing.assert_close(step, 0.5 * nu * p, atol=1e-6, rtol=1e-4)
     # ACKTR's KL estimate of the step taken, (lr nu)^2 sum(P . g) = lr * nu * sum(step . g),
     # sits at kl_clip.
-    kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps[-1], grads))
+    kl = 0.5 * nu * sum(float((s * g).sum()) for s, g in zip(steps[-1], grads, strict=True))
     assert kl == pytest.approx(optimizer.kl_clip, rel=1e-3)
 
 
@@ -187,7 +187,10 @@ def test_statistics_are_the_live_factors_in_module_order():
     stats = optimizer.statistics()
     f = optimizer.factors
     assert [t.shape for t in stats] == [(4, 4), (4, 4), (5, 5), (3, 3)]
-    assert all(s is t for s, t in zip(stats, [f["0"]["A"], f["0"]["G"], f["2"]["A"], f["2"]["G"]]))
+    assert all(
+        s is t
+        for s, t in zip(stats, [f["0"]["A"], f["0"]["G"], f["2"]["A"], f["2"]["G"]], strict=True)
+    )
 
 
 def _through_a_file(state: dict) -> dict:
@@ -199,7 +202,7 @@ def _through_a_file(state: dict) -> dict:
 
 
 def _train_steps(optimizer, net, inputs, seeds):
-    for x, seed in zip(inputs, seeds):
+    for x, seed in zip(inputs, seeds, strict=True):
         torch.manual_seed(seed)  # the Fisher pass samples actions
         _fisher_pass(optimizer, net, x)
         optimizer.zero_grad()
@@ -229,7 +232,7 @@ def test_state_dict_round_trip_continues_bitwise_identically(kind):
     # Four more steps each, the third of them refreshing the inverses: bitwise the same.
     _train_steps(optimizer, net, inputs[6:], range(6, 10))
     _train_steps(restored, restored_net, inputs[6:], range(6, 10))
-    for p, q in zip(net.parameters(), restored_net.parameters()):
+    for p, q in zip(net.parameters(), restored_net.parameters(), strict=True):
         assert torch.equal(p, q)
     assert_same(restored.state_dict(), optimizer.state_dict())
     assert restored.last_kl_scale == optimizer.last_kl_scale

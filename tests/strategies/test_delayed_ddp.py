@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch.strategies import StrategyRegistry
 
 from hts_lightning import A2C, DelayedGradientDDPStrategy
-from tests.conftest import quiet_trainer, worker_processes
+from tests.conftest import marked_env, marked_processes, quiet_trainer
 from tests.strategies.ddp_run import _Record, module_kwargs
 
 pytestmark = pytest.mark.distributed
@@ -37,7 +37,9 @@ def _run(out: Path, *args: str, timeout: float = 180) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> list[dict]:
-    return _run(tmp_path_factory.mktemp("two_ranks"), "--devices", "2")
+    records = _run(tmp_path_factory.mktemp("two_ranks"), "--devices", "2")
+    assert len(records) == 2  # a record from each rank
+    return records
 
 
 def test_hts_ddp_is_a_registered_ddp_strategy():
@@ -50,8 +52,8 @@ def test_hts_ddp_is_a_registered_ddp_strategy():
 def test_parameters_are_identical_across_ranks_after_every_update(two_ranks):
     rank0, rank1 = two_ranks
     assert rank0["world_size"] == 2 and rank0["updates"] == 6
-    assert len(rank0["parameters"]) == 6
-    for step0, step1 in zip(rank0["parameters"], rank1["parameters"]):
+    assert len(rank0["parameters"]) == len(rank1["parameters"]) == 6
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"], strict=True):
         assert torch.equal(step0, step1)
 
 
@@ -65,15 +67,17 @@ def test_two_ranks_with_half_the_envs_each_match_one_rank_with_all(two_ranks):
     rank0 = two_ranks[0]
     assert rank0["frames"] == module.frames == 8 * 16 * 6  # frames of every shard
     assert rank0["recent_returns"] == list(module.recent_returns)  # episodes of every shard
+    assert len(record.parameters) == len(rank0["parameters"]) == 6
     moved = (record.parameters[-1] - record.parameters[0]).abs().max()
     assert moved > 1e-3  # the updates did change the parameters...
-    for one, two in zip(record.parameters, rank0["parameters"]):
+    for one, two in zip(record.parameters, rank0["parameters"], strict=True):
         torch.testing.assert_close(two, one, rtol=0, atol=1e-5)  # ...the same way on 2 ranks
 
 
 def test_two_identical_two_rank_runs_are_bitwise_identical(two_ranks, tmp_path):
     again = _run(tmp_path, "--devices", "2")
-    for first, second in zip(two_ranks[0]["parameters"], again[0]["parameters"]):
+    assert len(again) == 2 and len(again[0]["parameters"]) == len(two_ranks[0]["parameters"])
+    for first, second in zip(two_ranks[0]["parameters"], again[0]["parameters"], strict=True):
         assert torch.equal(first, second)
 
 
@@ -99,6 +103,7 @@ def test_a_two_rank_run_stopped_and_resumed_matches_an_uninterrupted_one(two_ran
     resumed = _run(
         tmp_path / "resumed", "--devices", "2", "--checkpoint-dir", str(checkpoints), "--resume"
     )
+    assert len(resumed) == 2
     for rank in resumed:
         assert rank["updates"] == 6 and len(rank["parameters"]) == 4  # updates 3 to 6
         assert torch.equal(rank["parameters"][-1], two_ranks[0]["parameters"][-1])
@@ -108,7 +113,8 @@ def test_ppo_with_a_communication_hook_registered_on_cpu(tmp_path):
     rank0, rank1 = _run(tmp_path, "--devices", "2", "--algorithm", "ppo", "--comm-hook")
     # 2 epochs x 2 minibatches per update, 6 updates: one all-reduce per backward at least.
     assert rank0["hook_calls"] >= 2 * 2 * 6 and rank1["hook_calls"] == rank0["hook_calls"]
-    for step0, step1 in zip(rank0["parameters"], rank1["parameters"]):
+    assert len(rank0["parameters"]) == len(rank1["parameters"]) == 6
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"], strict=True):
         assert torch.equal(step0, step1)
     assert not torch.equal(rank0["parameters"][0], rank0["parameters"][-1])
 
@@ -119,7 +125,8 @@ def test_acktr_factors_are_averaged_and_identical_on_both_ranks(tmp_path):
     for name, factors in rank0["factors"].items():
         for kind in ("A", "G"):
             assert torch.equal(factors[kind], rank1["factors"][name][kind])
-    for step0, step1 in zip(rank0["parameters"], rank1["parameters"]):
+    assert len(rank0["parameters"]) == len(rank1["parameters"]) == 4
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"], strict=True):
         assert torch.equal(step0, step1)
 
 
@@ -161,22 +168,27 @@ def test_two_nodes_on_loopback_under_torchrun(two_ranks, tmp_path):
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     records = [torch.load(path) for path in sorted(tmp_path.glob("rank*.pt"))]
     assert [r["world_size"] for r in records] == [2, 2]
+    assert len(records[0]["parameters"]) == len(two_ranks[0]["parameters"]) == 6
     # Two nodes of one process each are the same two ranks as one node with two devices.
-    for node_run, device_run in zip(records[0]["parameters"], two_ranks[0]["parameters"]):
+    for node_run, device_run in zip(
+        records[0]["parameters"], two_ranks[0]["parameters"], strict=True
+    ):
         assert torch.equal(node_run, device_run)
 
 
 def test_num_envs_not_divisible_by_the_ranks_is_a_clear_error(tmp_path):
+    env, marker = marked_env()
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--devices", "2", "--num-envs", "3"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode != 0
     assert "num_envs=3 is not divisible by the 2 ranks" in done.stderr
-    assert worker_processes() == []
+    assert marked_processes(marker) == []  # the run's processes, orphans included
 
 
 @pytest.mark.gpu
@@ -185,7 +197,8 @@ def test_nccl_ranks_stay_identical(tmp_path):
     records = _run(tmp_path, "--accelerator", "gpu", "--devices", str(devices))
     assert len(records) == devices
     for record in records[1:]:
-        for mine, first in zip(record["parameters"], records[0]["parameters"]):
+        assert len(record["parameters"]) == len(records[0]["parameters"]) == 6
+        for mine, first in zip(record["parameters"], records[0]["parameters"], strict=True):
             assert torch.equal(mine, first)
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import worker_processes
+from tests.conftest import marked_env, marked_processes
 
 pytestmark = pytest.mark.distributed
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +23,7 @@ def test_when_one_rank_fails_the_other_names_the_cause_in_one_line(tmp_path):
         *("--trainer.strategy=hts_ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"),
         "--trainer.enable_progress_bar=false",
     ]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env, marker = marked_env(PYTHONPATH=str(ROOT))
     done = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
     )
@@ -37,4 +36,6 @@ def test_when_one_rank_fails_the_other_names_the_cause_in_one_line(tmp_path):
         "(its error is above): " in done.stderr
     ), done.stderr[-3000:]
     assert "[rank0]: Traceback" not in done.stderr
-    assert worker_processes() == []
+    # No process of the run is left: the ranks' and their collectors' (by the run's marker,
+    # since those left would be init's children now, not pytest's).
+    assert marked_processes(marker) == []

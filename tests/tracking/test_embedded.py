@@ -13,9 +13,17 @@ from mlflow import MlflowClient
 from torchrl.envs.utils import step_mdp
 
 from hts_lightning.cli import main
-from hts_lightning.envs import make_atari_env
-from hts_lightning.evaluate import _frame, _write_gif
-from tests.tracking.helpers import RECIPES, TINY, child_runs, metric_steps
+from hts_lightning.envs import env_factory, make_atari_env
+from hts_lightning.evaluate import _frame, _write_gif, load_policy, run_episodes
+from tests.final_state import RecordFinalState
+from tests.tracking.helpers import (
+    RECIPES,
+    TINY,
+    assert_acts_as_trained,
+    checkpoint_policy,
+    child_runs,
+    metric_steps,
+)
 
 CRASH = "--trainer.callbacks+=tests.tracking.helpers.CrashAfterCheckpoint"
 
@@ -40,7 +48,9 @@ def test_without_a_uri_runs_land_in_sqlite_mlflow_db_here_and_resume_continues_t
     assert metric_steps(client, run_id, "perf/frames") == [(16, 16.0), (32, 32.0)]
 
     # Resumed from its checkpoint: the same run, metrics at the next frame counts.
-    assert main(["fit", "--config", recipe, *longer, "--ckpt_path", "crash.ckpt"]) == 0
+    RecordFinalState.final = None
+    record = "--trainer.callbacks+=tests.final_state.RecordFinalState"
+    assert main(["fit", "--config", recipe, *longer, "--ckpt_path", "crash.ckpt", record]) == 0
     assert f"Continuing MLflow run {run_id}" in capsys.readouterr().out
     (run,) = mlflow.search_runs(experiment_names=["hts-rl"], output_format="list")
     assert run.info.run_id == run_id and run.info.status == "FINISHED"
@@ -63,6 +73,21 @@ def test_without_a_uri_runs_land_in_sqlite_mlflow_db_here_and_resume_continues_t
     assert math.isfinite(child.data.metrics["eval/return_mean"])
     assert child.data.metrics["eval/return_mean"] >= 1
     assert child.data.params["actions"] == "sample"
+    # What was evaluated is the trained policy: the checkpoint's, as evaluate loads it, and
+    # the logged MLflow model act as the module's final parameters, and its episodes are
+    # those the trained parameters play with the same seed (0, the default).
+    trained = checkpoint_policy(checkpoint, RecordFinalState.final["state_dict"])
+    untrained = checkpoint_policy(checkpoint, None)
+    uri = "sqlite:///mlflow.db"
+    loaded = load_policy(str(checkpoint), tracking_uri=uri).policy
+    assert_acts_as_trained(loaded, loaded.logits, trained, untrained)
+    logged = load_policy(f"runs:/{run_id}/model", tracking_uri=uri, sample=True).policy
+    assert_acts_as_trained(logged, logged.logits, trained, untrained)
+    expected, _, _ = run_episodes(
+        trained, env_factory("CartPole-v1"), episodes=2, greedy=False, seed=0
+    )
+    returns = [v for _, v in metric_steps(client, child.info.run_id, "eval/episode_return")]
+    assert returns == expected
 
     # A video of CartPole needs pygame (not installed here); MP4 is not offered.
     if importlib.util.find_spec("pygame") is None:

@@ -20,7 +20,17 @@ from mlflow import MlflowClient
 
 from hts_lightning import make_gym_env
 from hts_lightning.cli import main
-from tests.tracking.helpers import RECIPES, TINY, child_runs, metric_steps
+from hts_lightning.envs import env_factory
+from hts_lightning.evaluate import load_policy, run_episodes
+from tests.final_state import RecordFinalState
+from tests.tracking.helpers import (
+    RECIPES,
+    TINY,
+    assert_acts_as_trained,
+    checkpoint_policy,
+    child_runs,
+    metric_steps,
+)
 
 REGISTERED = "cartpole-ppo-test"
 
@@ -75,8 +85,9 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def trained(server, tmp_path_factory):
-    """One tiny PPO run on CartPole logged to the server: (client, run)."""
+def fitted(server, tmp_path_factory):
+    """One tiny PPO run on CartPole logged to the server: (client, run, the policy of the
+    module's parameters at the end of the run, the policy it started from)."""
     folder = tmp_path_factory.mktemp("fit")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
@@ -87,11 +98,22 @@ def trained(server, tmp_path_factory):
             "--model.init_args.minibatches=2",
             "--model.init_args.epochs=2",  # the recipe's 20 would only cost time here
             f"--trainer.logger.init_args.registered_model_name={REGISTERED}",
+            "--trainer.callbacks+=tests.final_state.RecordFinalState",
         ]
+        RecordFinalState.final = None
         assert main(["fit", "--config", str(recipe), *overrides]) == 0
         mlflow.set_tracking_uri(None)
     client = MlflowClient(server)
     (run,) = client.search_runs([client.get_experiment_by_name("hts-rl").experiment_id])
+    (checkpoint,) = folder.glob("runs/**/last.ckpt")
+    trained_policy = checkpoint_policy(checkpoint, RecordFinalState.final["state_dict"])
+    return client, run, trained_policy, checkpoint_policy(checkpoint, None)
+
+
+@pytest.fixture(scope="module")
+def trained(fitted):
+    """The run of ``fitted``: (client, run)."""
+    client, run, _, _ = fitted
     return client, run
 
 
@@ -139,8 +161,8 @@ def test_checkpoint_is_an_artifact(trained):
     assert checkpoint["hts_progress"]["frames"] == 32
 
 
-def test_the_policy_models_are_pickle_free_and_act(trained, monkeypatch):
-    client, run = trained
+def test_the_policy_models_are_pickle_free_and_act(fitted, monkeypatch):
+    client, run, trained_policy, untrained_policy = fitted
     mlflow.set_tracking_uri(client.tracking_uri)
     # MLflow refuses pickles and checks pt2 archives for pickle records with this unset.
     monkeypatch.setenv("MLFLOW_ALLOW_PICKLE_DESERIALIZATION", "false")
@@ -165,10 +187,18 @@ def test_the_policy_models_are_pickle_free_and_act(trained, monkeypatch):
     assert version.run_id == run.info.run_id and version.version == "1"
     registered = mlflow.pytorch.load_model(f"models:/{REGISTERED}/1")
     assert torch.equal(registered(observations), actions)
+    # They act as the trained parameters do, not as any network of the right shapes would:
+    # as logged, and as hts-rl evaluate loads them.
+    assert_acts_as_trained(policy, logits, trained_policy, untrained_policy)
+    assert_acts_as_trained(registered, logits, trained_policy, untrained_policy)
+    loaded = load_policy(
+        f"runs:/{run.info.run_id}/model", tracking_uri=client.tracking_uri, sample=True
+    ).policy
+    assert_acts_as_trained(loaded, loaded.logits, trained_policy, untrained_policy)
 
 
-def test_evaluate_a_model_uri_logs_a_nested_run(trained, capsys):
-    client, run = trained
+def test_evaluate_a_model_uri_logs_a_nested_run(fitted, capsys):
+    client, run, trained_policy, _ = fitted
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", client.tracking_uri)
         source = f"runs:/{run.info.run_id}/model"
@@ -179,6 +209,11 @@ def test_evaluate_a_model_uri_logs_a_nested_run(trained, capsys):
     assert metrics["eval/episodes"] == 3
     returns = [v for _, v in metric_steps(client, child.info.run_id, "eval/episode_return")]
     assert len(returns) == 3 and all(math.isfinite(r) and r >= 1 for r in returns)
+    # The episodes the trained parameters play, greedily, in the env seeded alike.
+    expected, _, _ = run_episodes(
+        trained_policy, env_factory("CartPole-v1"), episodes=3, greedy=True, seed=1
+    )
+    assert returns == expected
     assert metrics["eval/return_mean"] == pytest.approx(sum(returns) / 3)
     mean = metrics["eval/return_mean"]
     std = math.sqrt(sum((r - mean) ** 2 for r in returns) / 3)
