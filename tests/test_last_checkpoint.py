@@ -13,18 +13,12 @@ from mlflow import MlflowClient
 from hts_lightning.cli import main
 from hts_lightning.evaluate import load_policy
 from tests.final_state import RecordFinalState, assert_checkpoint_is
+from tests.test_fit_faults import COUNTING as FAULT_RUN_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = str(ROOT / "recipes" / "cartpole_a2c.yaml")
 # Counting env, 2 replicas in 1 worker: 16 frames per update; periodic checkpoints every 50.
-COUNTING = [
-    "--model.init_args.env_id=Counting",
-    "--model.init_args.num_envs=2",
-    "--model.init_args.num_workers=1",
-    "--model.init_args.sync_interval=8",
-    "--trainer.enable_progress_bar=false",
-    "--trainer.callbacks+=tests.final_state.RecordFinalState",
-]
+COUNTING = [*FAULT_RUN_ARGS, "--trainer.callbacks+=tests.final_state.RecordFinalState"]
 
 
 def _fit(tmp_path: Path, monkeypatch, *args: str) -> int:

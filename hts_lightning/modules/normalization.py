@@ -1,5 +1,5 @@
-"""Running normalization the training module keeps: the network's observation statistics and
-the reward scale (rewards divided by the running std of the discounted return)."""
+"""The reward scale the training module keeps: rewards divided by the running std of the
+discounted return (the observations' statistics are a layer of the network, RunningNorm)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,7 @@ from torch import nn
 
 from hts_lightning.models import RunningNorm
 
-__all__ = ["RewardScaler", "update_observation_norms"]
-
-
-def update_observation_norms(model: nn.Module, batch: TensorDictBase, *, reduce=None) -> None:
-    """Merge the batch's observations into each :class:`RunningNorm` of ``model`` that reads
-    ``"observation"`` (``make_actor_critic(normalize_observations=True)`` puts one first)."""
-    for norm in model.modules():
-        if isinstance(norm, RunningNorm):
-            norm.update(batch["observation"], reduce=reduce)
+__all__ = ["RewardScaler"]
 
 
 class RewardScaler(nn.Module):

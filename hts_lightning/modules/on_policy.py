@@ -34,14 +34,14 @@ from hts_lightning.choices import (
 from hts_lightning.collectors.baselines import check_hts_options
 from hts_lightning.envs import env_factory
 from hts_lightning.envs.factory import with_clipped_actions
-from hts_lightning.models import NatureCNN, build_network, make_actor_critic
+from hts_lightning.models import NatureCNN, RunningNorm, build_network, make_actor_critic
 from hts_lightning.models.action_heads import ContinuousDistribution
 from hts_lightning.modules.advantages import OneCallGAE
 from hts_lightning.modules.behaviour import BehaviourParameters
 from hts_lightning.modules.callback_metrics import PROGRESS_BAR, read_by_callbacks
 from hts_lightning.modules.collection import CollectionBinding
 from hts_lightning.modules.lightning_steps import LightningSteps
-from hts_lightning.modules.normalization import RewardScaler, update_observation_norms
+from hts_lightning.modules.normalization import RewardScaler
 from hts_lightning.ranks import episode_end_values, mean_over_ranks, standardized
 
 
@@ -266,6 +266,8 @@ class OnPolicyModule(LightningModule):
         self.reward_scaler = (
             RewardScaler(num_envs=num_envs, gamma=gamma) if normalize_reward else None
         )
+        #: The network's observation statistics (normalize_observations), updated per batch.
+        self._observation_norms = [m for m in self.model.modules() if isinstance(m, RunningNorm)]
         self.frames_per_batch = num_envs * sync_interval
         self.updates = 0
         self.frames = 0
@@ -436,7 +438,8 @@ class OnPolicyModule(LightningModule):
         if scheduler is not None:
             scheduler.step()
         # After the update: the next batch is collected, and then learned from, with these.
-        update_observation_norms(self.model, batch, reduce=self._sum_over_ranks())
+        for norm in self._observation_norms:
+            norm.update(batch["observation"], reduce=self._sum_over_ranks())
         self.updates += 1
         self.behaviour.remember(self.updates)
         self.collection.send_weights()
