@@ -119,7 +119,7 @@ def build_backend(
         on_env_error=collector.on_env_error,
     )
     if collector.inference == "workers":
-        for buffer, uniform in zip(buffers, uniforms):
+        for buffer, uniform in zip(buffers, uniforms, strict=True):
             buffer.share_memory_()
             if uniform is not None:
                 uniform.share_memory_()

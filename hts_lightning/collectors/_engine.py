@@ -329,7 +329,7 @@ class CollectionEngine:
         """Collect one batch into ``out`` ([replicas, sync_interval], this engine's replicas
         only); ``uniform`` ([replicas, sync_interval, noise width]) is the action noise."""
         num_envs, horizon = out.batch_size
-        for key, value in zip(self.constant_root_keys, self._constant_root):
+        for key, value in zip(self.constant_root_keys, self._constant_root, strict=True):
             out.get(key).copy_(value.expand_as(out.get(key)))
         # Storage seen as [replicas * sync_interval] rows: (replica, step) is row
         # replica * sync_interval + step, one index array instead of two (~0.4 us a key).
@@ -352,7 +352,7 @@ class CollectionEngine:
                 self._act(ready, row, noise, out_root, out_policy)
             stepped = self.executor.wait_ready()
             at = row[stepped]
-            for dst, src in zip(out_next, self._slot_next):
+            for dst, src in zip(out_next, self._slot_next, strict=True):
                 dst[at] = src[stepped]
             at += 1
             row[stepped] = at
@@ -371,17 +371,17 @@ class CollectionEngine:
             chunk[places] = real
             at = row[chunk]
             # Gathered into buffers kept from call to call: no TensorDict built per chunk.
-            for src, buffer in zip(self._slot_root, self._chunk_root):
+            for src, buffer in zip(self._slot_root, self._chunk_root, strict=True):
                 src.take(chunk, axis=0, out=buffer)
             uniform = None if noise is None else torch.from_numpy(noise.take(at, axis=0))
             # leaves the chunk as it is
             acted = self.runner.act(self._chunk, uniform, check_nan=not self._nan_per_batch)
             real_at = row[real]
-            for buffer, dst in zip(self._chunk_root, out_root):
+            for buffer, dst in zip(self._chunk_root, out_root, strict=True):
                 dst[real_at] = buffer[places]
-            for key, dst in zip(self.policy_keys, out_policy):
+            for key, dst in zip(self.policy_keys, out_policy, strict=True):
                 dst[real_at] = acted.get(key).numpy()[places]
-            for key, dst in zip(self.action_keys, self._slot_action):
+            for key, dst in zip(self.action_keys, self._slot_action, strict=True):
                 dst[real] = acted.get(key).numpy()[places]
             self.executor.send(real)
 

@@ -107,13 +107,13 @@ class _ReplicaStepper:
     def _publish_root(self, replica: int, root: TensorDictBase) -> None:
         root = root.select(*self._root_keys)
         self._roots[replica] = root
-        for key, slot in zip(self._root_keys, self._slot_root):
+        for key, slot in zip(self._root_keys, self._slot_root, strict=True):
             slot[replica] = root.get(key).numpy()
 
     def step(self, replica: int) -> None:
         self.current_replica = replica
         td = self._roots[replica].clone(False)
-        for key, slot in zip(self._action_keys, self._slot_action):
+        for key, slot in zip(self._action_keys, self._slot_action, strict=True):
             # np.array copies the row, a 0-d one (an index action) included: a numpy scalar
             # has no .copy() that torch.from_numpy takes.
             td.set(key, torch.from_numpy(np.array(slot[replica])))
@@ -125,7 +125,7 @@ class _ReplicaStepper:
             self._restart(replica, traceback.format_exc())
             return
         step = stepped.get("next")
-        for key, slot in zip(self._next_keys, self._slot_next):
+        for key, slot in zip(self._next_keys, self._slot_next, strict=True):
             slot[replica] = step.get(key).numpy()
         self._publish_root(replica, root)
 
@@ -200,7 +200,9 @@ def _stepping_worker(
     prepare_worker_process(niceness)
     stepper = _ReplicaStepper(slots, layout, on_env_error)
     try:
-        for replica, create_env_fn, seed, state in zip(block, create_env_fns, seeds, states):
+        for replica, create_env_fn, seed, state in zip(
+            block, create_env_fns, seeds, states, strict=True
+        ):
             stepper.add(replica, create_env_fn, seed, state)
         running = send(conn, READY)
         while running and (message := receive(conn)) is not None:
@@ -223,7 +225,7 @@ class InlineExecutor(_ReplicaStepper):
 
     def __init__(self, *, create_env_fns, seeds, states, slots, layout, on_env_error="raise"):
         super().__init__(slots, layout, on_env_error)
-        self._starts = list(zip(create_env_fns, seeds, states))
+        self._starts = list(zip(create_env_fns, seeds, states, strict=True))
         self._queue: list[int] = []
 
     def start(self) -> None:

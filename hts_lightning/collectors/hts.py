@@ -523,8 +523,10 @@ class HTSCollector(BaseCollector):
         env_seeds = [env_seed for env_seed, _ in seeds]
         start_states = self._replica_start_states(env_seeds)
         self._noise_generators = [torch.Generator().manual_seed(noise) for _, noise in seeds]
-        for generator, state in zip(self._noise_generators, self._noise_states or ()):
-            generator.set_state(state)  # a restored collector's
+        # Only a restored collector has noise states (a fresh one: none, nothing to set).
+        restored = self._noise_states or ()
+        for generator, state in zip(self._noise_generators, restored, strict=False):
+            generator.set_state(state)
         buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
         width = layout.noise_width
         uniforms = [

@@ -22,6 +22,7 @@ from hts_lightning import make_gym_env
 from hts_lightning.cli import main
 from hts_lightning.envs import env_factory
 from hts_lightning.evaluate import load_policy, run_episodes
+from tests.conftest import require_module
 from tests.final_state import RecordFinalState
 from tests.tracking.helpers import (
     RECIPES,
@@ -88,6 +89,7 @@ def server(tmp_path_factory):
 def fitted(server, tmp_path_factory):
     """One tiny PPO run on CartPole logged to the server: (client, run, the policy of the
     module's parameters at the end of the run, the policy it started from)."""
+    require_module("envpool")  # the recipe's env_backend
     folder = tmp_path_factory.mktemp("fit")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
