@@ -215,9 +215,8 @@ class OnPolicyModule(LightningModule):
         self.save_hyperparameters({"seed": seed})
         self.create_env = env_factory(env_id, backend=env_backend, **(env_kwargs or {}))
         probe = self.create_env()
-        if continuous == "normal" and network is None:
-            # The Gaussian's samples reach the env clipped to its bounds (a Bounded spec).
-            self.create_env = with_clipped_actions(self.create_env, probe.action_spec)
+        # A Gaussian's samples reach the env clipped to its bounds (a float Bounded spec).
+        self.create_env = with_clipped_actions(self.create_env, probe.action_spec)
         torch.manual_seed(seed)
         if network is None:
             self.model = make_actor_critic(
