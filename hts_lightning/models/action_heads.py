@@ -94,7 +94,13 @@ class _GroupedLogits(nn.Module):
 @dataclasses.dataclass
 class ActionHead:
     """What the policy's last layers need for one action spec: the output width, the modules
-    after the last linear layer, the keys they write, the distribution and its keywords."""
+    after the last linear layer, the keys they write, the distribution and its keywords.
+
+    Example:
+        >>> head = action_head(MultiCategorical(nvec=[2, 3]))
+        >>> head.out_features, head.out_keys, head.continuous
+        (5, ['logits'], False)
+    """
 
     out_features: int
     after: list[nn.Module]

@@ -111,5 +111,6 @@ def test_other_mode_is_available_and_named(cls):
 
 
 def test_unknown_gradient_mode_is_refused():
-    with pytest.raises(ValueError, match=r"gradient_mode must be one of \('delayed', 'current'\)"):
+    expected = r"gradient_mode must be one of \('delayed', 'current', 'decoupled'\)"
+    with pytest.raises(ValueError, match=expected):
         A2C(**common, gradient_mode="stale")
