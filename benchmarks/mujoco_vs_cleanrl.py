@@ -5,7 +5,8 @@ observations and rewards), A B A B in one run, each timed from process start to 
 HTS overlaps the collection of batch k+1 with the update on batch k; CleanRL does one after the
 other. CleanRL runs from a checkout of vwxyzjn/cleanrl (never copied here) in its own venv
 (torch, gymnasium[mujoco]==0.29.1, mujoco<=2.3.3, numpy<2, tyro, tensorboard); HTS steps
-envpool's port of the same task. The record goes to ``benchmarks/results/mujoco_vs_cleanrl.json``.
+envpool's port of the same task. The record goes to
+``benchmarks/results/mujoco_vs_cleanrl_<frames>.json``.
 
     python benchmarks/mujoco_vs_cleanrl.py --cleanrl /path/to/cleanrl \\
         --cleanrl-python /path/to/venv/bin/python [--frames 40960] [--rounds 2]
@@ -27,7 +28,7 @@ import _report as reporting
 from _hts_fit import ROOT, hts_fit
 
 LOCK = Path("/tmp/hts-cpu.lock")
-RECORD = ROOT / "benchmarks" / "results" / "mujoco_vs_cleanrl.json"
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def timed(argv: list[str], env: dict) -> float:
@@ -87,8 +88,8 @@ def main() -> None:
         "load_after": [round(x, 2) for x in load],
         "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }  # fmt: skip
-    RECORD.parent.mkdir(parents=True, exist_ok=True)
-    RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    record_path = RESULTS / f"mujoco_vs_cleanrl_{args.frames}.json"
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
 
 

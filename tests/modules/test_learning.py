@@ -9,7 +9,7 @@ import yaml
 from lightning import Callback
 
 from hts_lightning import A2C, ACKTR, PPO
-from tests.conftest import quiet_trainer
+from tests.conftest import quiet_trainer, require_module
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -66,3 +66,16 @@ def test_cartpole_reaches_475_within_100k_frames(cls, recipe, seeds):
     assert reach.reached_at is not None, f"best mean return of 20 episodes by seed: {best}"
     assert reach.reached_at <= 100_000
     assert module.last_metrics["perf/policy_lag"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ppo_balances_mujoco_inverted_pendulum_with_a_gaussian_policy():
+    """Continuous control: the MuJoCo recipe's Gaussian PPO (envpool's InvertedPendulum-v4,
+    normalized observations and rewards) balances the pole for whole 1000-step episodes."""
+    require_module("envpool")
+    args = {**_recipe_args("mujoco/inverted_pendulum_ppo.yaml"), "total_frames": 100_000}
+    reach = _ReachReturn(target=950.0)
+    module = PPO(**args)
+    quiet_trainer(reach).fit(module)
+    assert reach.reached_at is not None, f"best 20-episode mean {reach.best:.0f}"
