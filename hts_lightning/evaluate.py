@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from torchrl.data import Bounded, Categorical, MultiCategorical, OneHot, TensorSpec, Unbounded
+from torchrl.data import (
+    Bounded,
+    Categorical,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    TensorSpec,
+    Unbounded,
+)
 
 from hts_lightning.checkpoint import MODULE_CLASS_KEY, read_checkpoint
 from hts_lightning.envs import env_factory
@@ -214,7 +222,8 @@ def env_action(action: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
     """The greedy ``action`` of a :class:`~hts_lightning.models.TensorPolicy` in the form of
     the env's action spec: one-hot for a ``OneHot`` spec (``[actions]`` or ``[players,
     actions]``) from the index, the index for a ``Categorical`` one, the indices for a
-    ``MultiCategorical`` one, and a box action clipped to a ``Bounded`` spec's bounds.
+    ``MultiCategorical`` one, the heads' one-hot vectors side by side for a ``MultiOneHot``
+    one, and a box action clipped to a ``Bounded`` spec's bounds.
 
     Example:
         >>> env_action(torch.tensor([2, 0]), OneHot(3, shape=(2, 3), dtype=torch.int64))
@@ -222,6 +231,8 @@ def env_action(action: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
                 [1, 0, 0]])
         >>> env_action(torch.tensor(1), Categorical(4))
         tensor(1)
+        >>> env_action(torch.tensor([1, 2]), MultiOneHot(nvec=[2, 3], dtype=torch.int64))
+        tensor([0, 1, 0, 0, 1])
         >>> env_action(torch.tensor([3.0]), Bounded(low=-2.0, high=2.0, shape=(1,)))
         tensor([2.])
     """
@@ -236,7 +247,8 @@ def env_action(action: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         return action.to(spec.dtype)
     if not isinstance(spec, (OneHot, Categorical, MultiCategorical)):
         raise ValueError(
-            f"hts-rl evaluate plays OneHot, Categorical, MultiCategorical and box actions; this "
+            f"hts-rl evaluate plays OneHot, Categorical, MultiCategorical, MultiOneHot and box "
+            "actions; this "
             f"env's action spec is a {type(spec).__name__}."
         )
     if action.is_floating_point():
@@ -244,14 +256,22 @@ def env_action(action: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
             "the policy gives box actions and this env takes discrete ones: was the policy "
             "trained on another env (see --env)?"
         )
-    counts = spec.nvec if isinstance(spec, MultiCategorical) else spec.space.n
+    if isinstance(spec, MultiOneHot):
+        counts = torch.tensor(spec.nvec)
+    elif isinstance(spec, MultiCategorical):
+        counts = spec.nvec
+    else:
+        counts = spec.space.n
     if action.lt(0).any() or action.ge(counts).any():
         raise ValueError(
             f"the policy chose action {action.tolist()}, outside this env's actions ("
             f"{counts.tolist() if torch.is_tensor(counts) else counts}): was the policy "
             "trained on another env (see --env)?"
         )
-    if isinstance(spec, OneHot):
+    if isinstance(spec, MultiOneHot):
+        one_hot = torch.nn.functional.one_hot
+        action = torch.cat([one_hot(a, int(n)) for a, n in zip(action, counts, strict=True)])
+    elif isinstance(spec, OneHot):
         action = torch.nn.functional.one_hot(action, spec.space.n)
     return action.to(spec.dtype).reshape(spec.shape)
 

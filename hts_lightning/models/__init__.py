@@ -4,6 +4,7 @@ multi-player football."""
 
 from hts_lightning.models.action_heads import (
     IndependentCategorical,
+    IndependentOneHotCategorical,
     StateIndependentScale,
     action_head,
 )
@@ -16,6 +17,7 @@ from hts_lightning.models.tensor_policy import TensorPolicy
 
 __all__ = [
     "IndependentCategorical",
+    "IndependentOneHotCategorical",
     "NatureCNN",
     "PlayersOneHotCategorical",
     "RunningNorm",

@@ -24,6 +24,7 @@ __all__ = [
     "ActionHead",
     "ContinuousDistribution",
     "IndependentCategorical",
+    "IndependentOneHotCategorical",
     "StateIndependentScale",
     "action_head",
 ]
@@ -75,19 +76,89 @@ class IndependentCategorical(D.Independent):
         return self.mode
 
 
+class _IndicesToMultiOneHot(D.Transform):
+    """Indices ``[*batch, heads]`` <-> the heads' one-hot vectors side by side
+    ``[*batch, sum(nvec)]`` (TorchRL's ``MultiOneHot`` encoding): a bijection of discrete
+    values, so the log-probability is the indices' (no Jacobian)."""
+
+    domain = D.constraints.independent(D.constraints.real, 1)
+    codomain = D.constraints.independent(D.constraints.real, 1)
+    bijective = True
+
+    def __init__(self, nvec: list[int]):
+        super().__init__()
+        self.nvec = nvec
+        self.offsets = torch.tensor([0, *nvec[:-1]]).cumsum(0)
+        self.grouped = _GroupedLogits(nvec, fill=0.0)
+
+    def __eq__(self, other):
+        return isinstance(other, _IndicesToMultiOneHot) and other.nvec == self.nvec
+
+    def _call(self, indices: torch.Tensor) -> torch.Tensor:
+        flat = indices.new_zeros((*indices.shape[:-1], sum(self.nvec)))
+        return flat.scatter_(-1, indices + self.offsets.to(indices.device), 1)
+
+    def _inverse(self, one_hot: torch.Tensor) -> torch.Tensor:
+        return self.grouped(one_hot.float()).argmax(-1)
+
+    def log_abs_det_jacobian(self, indices: torch.Tensor, one_hot: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(indices.shape[:-1], device=indices.device)
+
+    def forward_shape(self, shape):
+        return torch.Size((*shape[:-1], sum(self.nvec)))
+
+    def inverse_shape(self, shape):
+        return torch.Size((*shape[:-1], len(self.nvec)))
+
+
+class IndependentOneHotCategorical(D.TransformedDistribution):
+    """Independent categorical heads written as TorchRL's ``MultiOneHot`` actions: the heads'
+    one-hot vectors side by side ``[*batch, sum(nvec)]``. Logits are grouped
+    ``[*batch, heads, max(nvec)]`` as for :class:`IndependentCategorical`, whose indices this
+    encodes (so HTSCollector samples it per replica as it samples the indices).
+
+    Example:
+        >>> dist = IndependentOneHotCategorical(torch.zeros(5, 2, 3), nvec=[2, 3])
+        >>> sample = dist.sample()
+        >>> sample.shape, sample.sum(-1).tolist(), dist.log_prob(sample).shape
+        (torch.Size([5, 5]), [2, 2, 2, 2, 2], torch.Size([5]))
+    """
+
+    def __init__(self, logits: torch.Tensor, nvec: list[int], validate_args: bool | None = None):
+        super().__init__(
+            IndependentCategorical(logits), [_IndicesToMultiOneHot(list(nvec))], validate_args
+        )
+
+    @property
+    def logits(self) -> torch.Tensor:
+        return self.base_dist.logits
+
+    def entropy(self) -> torch.Tensor:
+        return self.base_dist.entropy()
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.transforms[0](self.base_dist.mode)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
 class _GroupedLogits(nn.Module):
     """Flat logits ``[*batch, sum(nvec)]`` as ``[*batch, len(nvec), max(nvec)]``, padded with
     ``-inf`` (choices a head does not have)."""
 
-    def __init__(self, nvec: list[int]):
+    def __init__(self, nvec: list[int], fill: float = -torch.inf):
         super().__init__()
+        self.fill = fill
         width = max(nvec)
         index = [h * width + i for h, n in enumerate(nvec) for i in range(n)]
         self.register_buffer("index", torch.tensor(index), persistent=False)
         self.shape = (len(nvec), width)
 
     def forward(self, flat: torch.Tensor) -> torch.Tensor:
-        padded = flat.new_full((*flat.shape[:-1], self.shape[0] * self.shape[1]), -torch.inf)
+        padded = flat.new_full((*flat.shape[:-1], self.shape[0] * self.shape[1]), self.fill)
         return padded.index_copy(-1, self.index, flat).reshape(*flat.shape[:-1], *self.shape)
 
 
@@ -116,7 +187,8 @@ class ActionHead:
 def action_head(spec: TensorSpec, *, continuous: ContinuousDistribution = "normal") -> ActionHead:
     """The head for ``spec`` (one player's: a one-hot spec with a player dimension passes its
     last dimension): ``OneHot`` -> one-hot categorical of logits; ``Categorical`` (index) ->
-    categorical; ``MultiCategorical`` -> :class:`IndependentCategorical`; ``Bounded`` and
+    categorical; ``MultiCategorical`` -> :class:`IndependentCategorical`; ``MultiOneHot`` ->
+    :class:`IndependentOneHotCategorical`; ``Bounded`` and
     ``Unbounded`` boxes -> a diagonal Gaussian with a :class:`StateIndependentScale`
     (``continuous="tanh_normal"``: squashed into a Bounded spec's bounds).
 
@@ -125,7 +197,18 @@ def action_head(spec: TensorSpec, *, continuous: ContinuousDistribution = "norma
         >>> head.out_features, head.out_keys, head.distribution_class.__name__
         (3, ['loc', 'scale'], 'IndependentNormal')
     """
-    if isinstance(spec, OneHot) and not isinstance(spec, MultiOneHot):
+    if isinstance(spec, MultiOneHot):
+        nvec = [int(n) for n in spec.nvec]
+        if spec.shape != torch.Size([sum(nvec)]):
+            raise ValueError(
+                f"MultiOneHot actions of shape {tuple(spec.shape)}: the heads' one-hot vectors "
+                "side by side, shape [sum(nvec)], are supported."
+            )
+        return ActionHead(
+            sum(nvec), [_GroupedLogits(nvec)], ["logits"], IndependentOneHotCategorical,
+            {"nvec": nvec},
+        )  # fmt: skip
+    if isinstance(spec, OneHot):
         return ActionHead(spec.shape[-1], [], ["logits"], OneHotCategorical)
     if isinstance(spec, MultiCategorical):
         nvec = [int(n) for n in spec.nvec.reshape(-1)]
@@ -162,8 +245,7 @@ def action_head(spec: TensorSpec, *, continuous: ContinuousDistribution = "norma
         bounds = {"low": spec.space.low, "high": spec.space.high}
         return ActionHead(dims, scale, ["loc", "scale"], TanhNormal, bounds)
     raise ValueError(
-        f"The actor-critic supports OneHot, Categorical (index), MultiCategorical and float "
-        f"Bounded/Unbounded box action specs; got {type(spec).__name__} {tuple(spec.shape)}. "
-        "For multi-one-hot actions use MultiCategorical (index) actions, or bring your own "
-        "network."
+        f"The actor-critic supports OneHot, Categorical (index), MultiCategorical, MultiOneHot "
+        f"and float Bounded/Unbounded box action specs; got {type(spec).__name__} "
+        f"{tuple(spec.shape)}. Bring your own network for other actions."
     )

@@ -1,5 +1,6 @@
 """A2C, PPO and ACKTR on every action spec kind the actor-critic takes (index, one-hot and
-multi-discrete categoricals, Bounded and Unbounded boxes with a Gaussian or a TanhNormal), on
+multi-discrete categoricals, index or one-hot, Bounded and Unbounded boxes with a Gaussian or
+a TanhNormal), on
 an env named by import path as a user's own: bitwise the same with 0 and 2 workers, every
 parameter trained (the Gaussian's log-std included), resumed exactly, and played greedily by
 the checkpoint and the logged MLflow model alike."""
@@ -23,6 +24,7 @@ ACTIONS = [
     ("index", "normal"),
     ("one_hot", "normal"),
     ("multi_index", "normal"),
+    ("multi_one_hot", "normal"),
     ("bounded", "normal"),
     ("bounded", "tanh_normal"),
     ("unbounded", "normal"),
@@ -91,6 +93,7 @@ def test_a_gaussian_samples_beyond_the_bounds_and_the_env_gets_them_clipped():
         (PPO, "bounded", "normal"),
         (A2C, "index", "normal"),
         (ACKTR, "multi_index", "normal"),
+        (PPO, "multi_one_hot", "normal"),
         (PPO, "bounded", "tanh_normal"),
     ],
 )
@@ -103,7 +106,8 @@ def test_resume_is_exact_for_each_action_kind(algorithm, action, continuous, tmp
 
 
 @pytest.mark.parametrize(
-    ("action", "continuous"), [("bounded", "normal"), ("multi_index", "normal")]
+    ("action", "continuous"),
+    [("bounded", "normal"), ("multi_index", "normal"), ("multi_one_hot", "normal")],
 )
 def test_checkpoint_and_mlflow_model_play_the_same_greedy_actions(
     action, continuous, tmp_path, monkeypatch
@@ -142,6 +146,33 @@ def test_checkpoint_and_mlflow_model_play_the_same_greedy_actions(
     assert len(returns) == 3 and all(3 <= n <= 11 for n in lengths)
 
 
-def test_multi_one_hot_actions_are_named_with_their_alternatives():
-    with pytest.raises(ValueError, match="For multi-one-hot actions use MultiCategorical"):
-        _module(PPO, "multi_one_hot", "normal", num_workers=0)
+def test_multi_one_hot_actions_are_each_heads_one_hot_vector_and_score_as_indices():
+    module = _module(PPO, "multi_one_hot", "normal", num_workers=2)
+    batches = []
+    module.on_train_batch_start = lambda batch, batch_idx: batches.append(batch.clone())
+    quiet_trainer().fit(module)
+    batch = torch.cat([b.reshape(-1) for b in batches])
+    action = batch["action"]  # MultiOneHot(nvec=[3, 2]): one 1 in each head's slice
+    assert action.shape[-1] == 5
+    assert action[:, :3].sum(-1).eq(1).all() and action[:, 3:].sum(-1).eq(1).all()
+    # Both heads vary: sampled per head, not one joint choice.
+    assert len(set(action[:, :3].argmax(-1).tolist())) == 3
+    assert len(set(action[:, 3:].argmax(-1).tolist())) == 2
+    # Its log-probability is the heads' indices' summed (no mass on other vectors).
+    with torch.no_grad():
+        dist = module.actor.get_dist(batch.select("observation").clone())
+        logits = dist.logits.log_softmax(-1)
+        index = torch.stack([action[:, :3].argmax(-1), action[:, 3:].argmax(-1)], -1)
+        by_heads = logits.gather(-1, index.unsqueeze(-1)).squeeze(-1).sum(-1)
+        torch.testing.assert_close(dist.log_prob(action), by_heads)
+        assert by_heads.lt(0).all() and by_heads.gt(torch.tensor(6.0).log().neg() * 3).all()
+
+
+def test_other_action_specs_are_named_with_their_alternatives():
+    from torchrl.data import Bounded
+
+    from hts_lightning.models import action_head
+
+    integer_box = Bounded(low=0, high=3, shape=(2,), dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"got BoundedDiscrete \(2,\)\. Bring your own network"):
+        action_head(integer_box)
