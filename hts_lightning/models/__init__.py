@@ -6,6 +6,7 @@ from hts_lightning.models.action_heads import (
     IndependentCategorical,
     IndependentOneHotCategorical,
     StateIndependentScale,
+    TanhNormalWithEntropy,
     action_head,
 )
 from hts_lightning.models.actor_critic import make_actor_critic
@@ -22,6 +23,7 @@ __all__ = [
     "PlayersOneHotCategorical",
     "RunningNorm",
     "StateIndependentScale",
+    "TanhNormalWithEntropy",
     "TensorPolicy",
     "action_head",
     "build_network",

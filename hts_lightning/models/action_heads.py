@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.distributions as D
 from torch import nn
@@ -26,6 +28,7 @@ __all__ = [
     "IndependentCategorical",
     "IndependentOneHotCategorical",
     "StateIndependentScale",
+    "TanhNormalWithEntropy",
     "action_head",
 ]
 
@@ -51,6 +54,35 @@ class StateIndependentScale(nn.Module):
 
     def forward(self, loc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return loc, self.log_std.exp().expand_as(loc)
+
+
+class TanhNormalWithEntropy(TanhNormal):
+    """TorchRL's ``TanhNormal`` with its entropy computed, not sampled: the Gaussian's entropy
+    plus the expected log-Jacobian of the squashing, by Gauss-Hermite quadrature per action
+    dimension (the dimensions are independent). A one-sample estimate (TorchRL's losses'
+    fallback) would draw from torch's global generator, so N ranks would draw other numbers
+    than one rank with all the replicas; this needs none, and is smooth in the parameters.
+    48 nodes: within 0.002 nats of a 8M-sample estimate for pre-squash scales up to 3, 0.08 at
+    10 (a saturated policy).
+
+    Example:
+        >>> dist = TanhNormalWithEntropy(torch.zeros(2), torch.ones(2), low=-2.0, high=2.0)
+        >>> samples = dist.rsample((100_000,))
+        >>> abs(float(dist.entropy() + dist.log_prob(samples).mean())) < 0.02
+        True
+    """
+
+    _NODES, _WEIGHTS = (torch.tensor(x) for x in np.polynomial.hermite.hermgauss(48))
+
+    def entropy(self) -> torch.Tensor:
+        gaussian = self.base_dist.base_dist  # Independent(Normal) -> Normal
+        loc, scale = gaussian.loc.unsqueeze(-1), gaussian.scale.unsqueeze(-1)
+        nodes = self._NODES.to(loc)
+        u = loc + scale * math.sqrt(2.0) * nodes  # E_u[f(u)] ~ sum_k w_k f(u_k) / sqrt(pi)
+        log_jacobian = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
+        expected = (log_jacobian * self._WEIGHTS.to(loc)).sum(-1) / math.sqrt(math.pi)
+        half_width = ((self.high - self.low) / 2).log().expand_as(expected)
+        return (gaussian.entropy() + expected + half_width).sum(-1)
 
 
 class IndependentCategorical(D.Independent):
@@ -243,7 +275,7 @@ def action_head(spec: TensorSpec, *, continuous: ContinuousDistribution = "norma
                 "spec is Unbounded. Use continuous='normal'."
             )
         bounds = {"low": spec.space.low, "high": spec.space.high}
-        return ActionHead(dims, scale, ["loc", "scale"], TanhNormal, bounds)
+        return ActionHead(dims, scale, ["loc", "scale"], TanhNormalWithEntropy, bounds)
     raise ValueError(
         f"The actor-critic supports OneHot, Categorical (index), MultiCategorical, MultiOneHot "
         f"and float Bounded/Unbounded box action specs; got {type(spec).__name__} "

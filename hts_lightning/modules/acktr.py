@@ -109,10 +109,15 @@ class ACKTR(A2C):
             # One trunk pass: the actor writes the "features" the value head reads.
             td = data.exclude("features").clone(False)
             dist = self.actor.get_dist(td, tensordict_out=td)
-            uniform = torch.rand(td.shape[0], noise_width(dist), generator=self._fisher_rng)
-            action = sample_from_uniform(dist, uniform.to(td.device))
+            # Drawn for every rank's rows, this rank's taken: N ranks sample the Fisher one
+            # rank with all the replicas samples (rows are the ranks' shards in order).
+            rows, world = td.shape[0], self.trainer.world_size
+            mine = slice(self.global_rank * rows, (self.global_rank + 1) * rows)
+            uniform = torch.rand(world * rows, noise_width(dist), generator=self._fisher_rng)
+            action = sample_from_uniform(dist, uniform[mine].to(td.device))
             value = self.critic_head(td)["state_value"]
-            noise = torch.randn(value.shape, generator=self._fisher_rng).to(value.device)
+            noise = torch.randn((world * rows, *value.shape[1:]), generator=self._fisher_rng)
+            noise = noise[mine].to(value.device)
             target = value.detach() + noise
             fisher_loss = -dist.log_prob(action).mean() + self.hparams.fisher_value_coef * (
                 (value - target).pow(2).mean()

@@ -38,19 +38,28 @@ class RewardScaler(nn.Module):
         self.statistics = RunningNorm(())
 
     @torch.no_grad()
-    def forward(self, batch: TensorDictBase, *, reduce: Callable | None = None) -> torch.Tensor:
-        """The scaled rewards of ``batch`` (``[envs, steps]``: this rank's replicas in order);
-        the statistics take the batch's discounted returns first."""
+    def forward(
+        self, batch: TensorDictBase, *, reduce: Callable | None = None, rank: int = 0
+    ) -> torch.Tensor:
+        """The scaled rewards of ``batch`` (``[envs, steps]``: rank ``rank``'s replicas in
+        order); the statistics take the batch's discounted returns first. ``reduce`` sums a
+        tensor over the ranks under DDP: every rank then holds every replica's return (so the
+        buffers agree and one rank's checkpoint resumes them all)."""
         reward = batch["next", "reward"]
         done = batch["next", "done"].reshape(reward.shape[:2])
         envs, steps = reward.shape[:2]
-        returns = self.returns[:envs].clone()
+        mine = slice(rank * envs, (rank + 1) * envs)
+        returns = self.returns[mine].clone()
         seen = []
         for t in range(steps):
             returns = returns * self.gamma + reward[:, t].reshape(envs).double()
             seen.append(returns)
             returns = returns.masked_fill(done[:, t], 0.0)
-        self.returns[:envs] = returns
+        if reduce is None:
+            self.returns[mine] = returns
+        else:  # the other ranks' slices are 0 here: the sum puts each rank's in its place
+            self.returns.zero_()[mine] = returns
+            self.returns.copy_(reduce(self.returns))
         self.statistics.update(torch.stack(seen), reduce=reduce)
         scale = torch.sqrt(self.statistics.var + self.statistics.eps).to(reward.dtype)
         return (reward / scale).clamp(-self.clip, self.clip)

@@ -424,7 +424,9 @@ class OnPolicyModule(LightningModule):
         delayed = self.gradient_mode == "delayed" and behaviour_version is not None
         self.gradient_version = behaviour_version if delayed else self.updates
         if self.reward_scaler is not None:
-            batch["next", "reward"] = self.reward_scaler(batch, reduce=self._sum_over_ranks())
+            batch["next", "reward"] = self.reward_scaler(
+                batch, reduce=self._sum_over_ranks(), rank=self.global_rank
+            )
         with torch.no_grad(), self.gradient_parameters():
             self._advantages(batch)
         if self.hparams.normalize_advantage:

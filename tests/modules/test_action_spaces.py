@@ -176,3 +176,22 @@ def test_other_action_specs_are_named_with_their_alternatives():
     integer_box = Bounded(low=0, high=3, shape=(2,), dtype=torch.int64)
     with pytest.raises(ValueError, match=r"got BoundedDiscrete \(2,\)\. Bring your own network"):
         action_head(integer_box)
+
+
+@pytest.mark.parametrize(("loc", "scale"), [(0.0, 1.0), (-1.0, 3.0), (5.0, 2.0), (0.5, 0.01)])
+def test_the_tanh_normals_entropy_is_computed_without_random_numbers(loc, scale):
+    from hts_lightning.models import TanhNormalWithEntropy
+
+    dist = TanhNormalWithEntropy(
+        torch.tensor([loc, -loc]), torch.tensor([scale, scale]), low=-2.0, high=1.0
+    )
+    state = torch.random.get_rng_state()
+    entropy = dist.entropy()
+    assert torch.equal(torch.random.get_rng_state(), state)  # no draw from torch's generator
+    # Against the definition: the Gaussian's entropy plus E[log |d squash / du|], sampled.
+    u = dist.base_dist.base_dist.sample((2_000_000,)).double()
+    log_jacobian = torch.log(torch.tensor(1.5)) + torch.log1p(
+        -torch.tanh(u).pow(2).clamp(max=1 - 1e-12)
+    )
+    sampled = dist.base_dist.base_dist.entropy().double() + log_jacobian.mean(0)
+    torch.testing.assert_close(entropy.double(), sampled.sum(), rtol=0, atol=0.01)

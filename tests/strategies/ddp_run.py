@@ -7,6 +7,7 @@ comes from its environment). Not a test module: tests/strategies/test_delayed_dd
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -55,7 +56,7 @@ class _Record(Callback):
 
 def module_kwargs(args) -> dict:
     kwargs = dict(
-        env_id="CartPole-v1",
+        env_id=getattr(args, "env_id", "CartPole-v1"),
         num_envs=args.num_envs,
         num_workers=args.num_workers,
         sync_interval=args.sync_interval,
@@ -66,12 +67,19 @@ def module_kwargs(args) -> dict:
         lr=args.lr,
         env_backend=getattr(args, "env_backend", "python"),
     )
+    if getattr(args, "env_kwargs", None):
+        kwargs.update(
+            env_kwargs=json.loads(args.env_kwargs),
+            continuous=args.continuous,
+            normalize_observations=args.normalize,
+            normalize_reward=args.normalize,
+        )
     if args.algorithm == "ppo":
-        kwargs.update(epochs=2, minibatches=2)
+        kwargs.update(epochs=2, minibatches=getattr(args, "minibatches", 2))
     return kwargs
 
 
-def main(argv: list[str]) -> None:
+def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--algorithm", default="a2c", choices=sorted(ALGORITHMS))
@@ -86,10 +94,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--comm-hook", action="store_true")
     parser.add_argument("--env-backend", default="python", choices=("python", "envpool"))
+    parser.add_argument("--env-id", default="CartPole-v1")
+    parser.add_argument("--env-kwargs", help="JSON keyword arguments of the env factory")
+    parser.add_argument("--continuous", default="normal")
+    parser.add_argument("--minibatches", type=int, default=2, help="PPO's, per epoch")
+    parser.add_argument("--normalize", action="store_true", help="observations and rewards")
     parser.add_argument("--checkpoint-dir", help="write last.ckpt here (at a stop, at the end)")
     parser.add_argument("--stop-after", type=int, help="Ctrl-C after this many updates")
     parser.add_argument("--resume", action="store_true", help="from checkpoint-dir/last.ckpt")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    args = parse(argv)
     cls = ALGORITHMS[args.algorithm]
     kwargs = module_kwargs(args)
     if args.algorithm == "acktr":
@@ -126,6 +143,7 @@ def main(argv: list[str]) -> None:
         "frames": module.frames,
         "updates": module.updates,
         "hook_calls": HOOK_CALLS[0],
+        "buffers": {k: v.clone() for k, v in module.named_buffers()},
     }
     if args.algorithm == "acktr":
         factors = module.optimizers().optimizer.factors

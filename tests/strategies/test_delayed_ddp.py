@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from lightning.pytorch.strategies import StrategyRegistry
 
 from hts_lightning import A2C, DelayedGradientDDPStrategy
 from tests.conftest import marked_env, marked_processes, quiet_trainer
+from tests.strategies import ddp_run
 from tests.strategies.ddp_run import _Record, module_kwargs
 
 pytestmark = pytest.mark.distributed
@@ -72,6 +74,57 @@ def test_two_ranks_with_half_the_envs_each_match_one_rank_with_all(two_ranks):
     assert moved > 1e-3  # the updates did change the parameters...
     for one, two in zip(record.parameters, rank0["parameters"], strict=True):
         torch.testing.assert_close(two, one, rtol=0, atol=1e-5)  # ...the same way on 2 ranks
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "action", "continuous", "normalize"),
+    [
+        ("ppo", "index", "normal", False),
+        ("a2c", "multi_index", "normal", False),
+        ("ppo", "multi_one_hot", "normal", False),
+        ("acktr", "bounded", "normal", False),
+        ("ppo", "bounded", "tanh_normal", False),
+        # The MuJoCo recipes' set-up: running observation and reward statistics of every shard.
+        ("ppo", "unbounded", "normal", True),
+    ],
+)
+def test_each_action_kind_on_two_ranks_matches_one_rank(
+    algorithm, action, continuous, normalize, tmp_path
+):
+    # PPO's minibatches are drawn per rank from its shard: one minibatch, so that N ranks
+    # take the step one rank takes (with more, the same algorithm but other samples).
+    options = [
+        *("--algorithm", algorithm, "--env-id", "tests.collectors.spec_envs:SpecEnv"),
+        *("--minibatches", "1"),
+        *("--env-kwargs", json.dumps({"action": action, "observation": "vector"})),
+        *("--continuous", continuous, "--num-envs", "4", "--sync-interval", "8"),
+        *("--updates", "4", "--lr", "1e-3"),
+    ]
+    if normalize:
+        options.append("--normalize")
+    rank0, rank1 = _run(tmp_path, "--devices", "2", *options)
+    args = ddp_run.parse(["--out", str(tmp_path), *options])
+    kwargs = module_kwargs(args)
+    if algorithm == "acktr":
+        kwargs.pop("lr")
+    module = ddp_run.ALGORITHMS[algorithm](**kwargs)
+    record = _Record()
+    quiet_trainer(record).fit(module)
+    assert rank0["frames"] == module.frames == 4 * 8 * 4
+    for step0, step1 in zip(rank0["parameters"], rank1["parameters"], strict=True):
+        assert torch.equal(step0, step1)
+    assert len(record.parameters) == len(rank0["parameters"]) == 4
+    assert (record.parameters[-1] - record.parameters[0]).abs().max() > 1e-3
+    for one, two in zip(record.parameters, rank0["parameters"], strict=True):
+        torch.testing.assert_close(two, one, rtol=0, atol=1e-5)
+    # The running statistics (and every replica's return for the reward scale) agree too.
+    buffers = dict(module.named_buffers())
+    assert rank0["buffers"].keys() == rank1["buffers"].keys() == buffers.keys()
+    for name, value in buffers.items():
+        assert torch.equal(rank0["buffers"][name], rank1["buffers"][name]), name
+        torch.testing.assert_close(rank0["buffers"][name], value, rtol=1e-6, atol=1e-6)
+    if normalize:  # rank 1's replicas' returns are in the buffers every rank checkpoints
+        assert buffers["reward_scaler.returns"][2:].ne(0).any()
 
 
 def test_two_identical_two_rank_runs_are_bitwise_identical(two_ranks, tmp_path):
