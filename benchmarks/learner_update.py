@@ -51,6 +51,7 @@ from hts_lightning import PPO, HTSCollector
 RECIPES = {
     "cartpole": Path(__file__).parents[1] / "recipes/cartpole_ppo.yaml",
     "pong": Path(__file__).parents[1] / "recipes/atari/pong_ppo.yaml",
+    "halfcheetah": Path(__file__).parents[1] / "recipes/mujoco/halfcheetah_ppo.yaml",
 }
 
 

@@ -48,7 +48,7 @@ class TensorChain:
     """
 
     def __init__(self, layers: list, head: ProbabilisticTensorDictModule, default_interaction):
-        self._layers = [(layer.module, layer.in_keys, layer.out_keys[0]) for layer in layers]
+        self._layers = [(layer.module, layer.in_keys, layer.out_keys) for layer in layers]
         self._dist_keys = list(zip(head.dist_keys, head.in_keys, strict=True))
         self._distribution = head.distribution_class
         self._kwargs = {"validate_args": False, **head.distribution_kwargs}
@@ -74,7 +74,7 @@ class TensorChain:
             and all(map(plain, layers))
             and all(isinstance(k, str) for k in (*head.dist_keys, *head.in_keys, *head.out_keys))
             # else parameters the collector's NaN check would not see in the result
-            and set(head.in_keys) <= {layer.out_keys[0] for layer in layers}
+            and set(head.in_keys) <= {key for layer in layers for key in layer.out_keys}
             and _takes_validate_args(head.distribution_class)
         )
         return cls(layers, head, policy.default_interaction_type) if usable else None
@@ -85,9 +85,13 @@ class TensorChain:
         values = {}
         # get_dist_params' rule: the global interaction type, else the actor's default.
         with set_exploration_type(exploration_type() or self._default_interaction):
-            for module, in_keys, out_key in self._layers:
+            for module, in_keys, out_keys in self._layers:
                 inputs = [values[k] if k in values else td.get(k) for k in in_keys]
-                values[out_key] = module(*inputs)
+                outputs = module(*inputs)
+                if len(out_keys) == 1:
+                    values[out_keys[0]] = outputs
+                else:  # e.g. a Gaussian head's (loc, scale)
+                    values.update(zip(out_keys, outputs, strict=True))
         return values
 
     def dist(self, values: dict) -> torch.distributions.Distribution:
@@ -117,7 +121,8 @@ class TensorChain:
 
 
 def plain(module) -> bool:
-    """A TensorDictModule whose call is ``module.module(*inputs)`` written to one out-key."""
+    """A TensorDictModule whose call is ``module.module(*inputs)`` written to its out-keys (one
+    tensor, or a tuple of one per key)."""
     return (
         isinstance(module, TensorDictModule)
         and type(module).forward is TensorDictModule.forward
@@ -125,7 +130,6 @@ def plain(module) -> bool:
         and not module.method_kwargs
         and module._kwargs is None
         and module.inplace is True
-        and len(module.out_keys) == 1
         and list(module.out_keys_source) == list(module.out_keys)
         and all(isinstance(k, str) for k in (*module.in_keys, *module.out_keys))
         and not module._forward_hooks

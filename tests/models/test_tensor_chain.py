@@ -63,3 +63,27 @@ def test_one_hot_is_none_where_the_head_is_another_distribution_or_one_logit():
     assert chain.one_hot({"logits": torch.zeros(3, 1)}, choose=lambda p: p.argmax(-1)) is None
     chain.one_hot_logits = None  # as for any other distribution class
     assert chain.one_hot({"logits": torch.zeros(3, 2)}, choose=lambda p: p.argmax(-1)) is None
+
+
+def test_a_gaussian_head_writing_loc_and_scale_takes_the_tensor_path_bit_for_bit():
+    """A layer with two out-keys (the Gaussian head's loc and scale) is plain too: the chain
+    builds the distribution get_dist builds, from the same bits. (A TanhNormal takes
+    TensorDict's path: its constructor has no validate_args to turn off.)"""
+    from tensordict import TensorDict
+    from torchrl.data import Bounded
+
+    spec = Composite(observation=Unbounded((5,)))
+    action = Bounded(low=-1.0, high=1.0, shape=(3,))
+    policy = make_actor_critic(spec, action, normalize_observations=True).get_policy_operator()
+    chain = TensorChain.of(policy)
+    assert chain is not None and chain.one_hot_logits is None
+    td = TensorDict(observation=torch.randn(7, 5), batch_size=[7])
+    values = chain.values(td)
+    assert {"loc", "scale"} <= values.keys()
+    expected = policy.get_dist(td.clone())
+    dist = chain.dist(values)
+    assert type(dist) is type(expected)
+    assert torch.equal(dist.base_dist.loc, expected.base_dist.loc)
+    assert torch.equal(dist.base_dist.scale, expected.base_dist.scale)
+    tanh = make_actor_critic(spec, action, continuous="tanh_normal").get_policy_operator()
+    assert TensorChain.of(tanh) is None
