@@ -93,6 +93,35 @@ STUDIES = {
 }
 
 
+
+def _mujoco_ppo(task: str, *, steps: int = 1_000_000) -> Study:
+    """PPO on an envpool MuJoCo task with CleanRL's ppo_continuous_action settings (1 env x
+    2048 steps, 10 epochs x 32 minibatches), beside CleanRL's published results at 1M."""
+    name = task.split("-")[0].lower()
+    return Study(
+        recipe=f"recipes/mujoco/{name}_ppo.yaml",
+        variants={"recipe": ()},
+        seeds=(0,),
+        steps=steps,
+        optimizer_steps_per_batch=320,
+        frames_per_batch=2048,
+        anchors=f"{name}_ppo",
+        note=f"PPO on {task} (envpool) to {steps:,} agent steps, CleanRL's "
+        "ppo_continuous_action settings.",
+        cleanrl=(
+            "cleanrl/ppo_continuous_action.py",
+            ("--env-id", task, "--total-timesteps", str(steps), "--no-cuda"),
+        ),
+    )
+
+
+STUDIES.update(
+    halfcheetah_ppo_1m=_mujoco_ppo("HalfCheetah-v4"),
+    hopper_ppo_1m=_mujoco_ppo("Hopper-v4"),
+    walker2d_ppo_1m=_mujoco_ppo("Walker2d-v4"),
+)
+
+
 def cell_name(variant: str, seed: int) -> str:
     return f"{variant}_seed{seed}"
 
@@ -304,8 +333,9 @@ def main() -> None:
     run.add_argument(
         "--cleanrl-python",
         type=Path,
-        help="the Python of CleanRL's own venv (torch, envpool 0.8.4, gym 0.23.1, numpy<2, "
-        "tyro, tensorboard)",
+        help="the Python of CleanRL's own venv (Atari: torch, envpool 0.8.4, gym 0.23.1, "
+        "numpy<2, tyro, tensorboard; MuJoCo: torch, gymnasium[mujoco]==0.29.1, mujoco<=2.3.3, "
+        "numpy<2, tyro, tensorboard)",
     )
     show = sub.add_parser("report", help="the study's table and plot")
     show.add_argument("study", choices=sorted(STUDIES))
