@@ -119,6 +119,17 @@ STUDIES.update(
     halfcheetah_ppo_1m=_mujoco_ppo("HalfCheetah-v4"),
     hopper_ppo_1m=_mujoco_ppo("Hopper-v4"),
     walker2d_ppo_1m=_mujoco_ppo("Walker2d-v4"),
+    halfcheetah_a2c_1m=Study(
+        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        variants={"recipe": ()},
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=1,
+        frames_per_batch=40,
+        anchors="halfcheetah_a2c",
+        note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps, RL Zoo's A2C MuJoCo settings "
+        "(8 envs x 5 steps).",
+    ),
 )
 
 
@@ -284,7 +295,7 @@ def report(name: str) -> str:
     study = STUDIES[name]
     curves = {p.stem: _curve(p) for p in sorted((RESULTS / name).glob("*.csv"))}
     anchors = load_anchors(study.anchors)
-    steps = sorted({int(a["agent_steps"]) for a in anchors})
+    steps = sorted({int(a["agent_steps"]) for a in anchors} | {study.steps // 2, study.steps})
     plt = reporting.pyplot()
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for cell, rows in curves.items():
