@@ -107,7 +107,14 @@ def test_resume_is_exact_for_each_action_kind(algorithm, action, continuous, tmp
 
 @pytest.mark.parametrize(
     ("action", "continuous"),
-    [("bounded", "normal"), ("multi_index", "normal"), ("multi_one_hot", "normal")],
+    [
+        ("index", "normal"),
+        ("multi_index", "normal"),
+        ("multi_one_hot", "normal"),
+        ("bounded", "normal"),
+        ("bounded", "tanh_normal"),
+        ("unbounded", "normal"),
+    ],
 )
 def test_checkpoint_and_mlflow_model_play_the_same_greedy_actions(
     action, continuous, tmp_path, monkeypatch
