@@ -93,7 +93,6 @@ STUDIES = {
 }
 
 
-
 def _mujoco_ppo(task: str, *, steps: int = 1_000_000) -> Study:
     """PPO on an envpool MuJoCo task with CleanRL's ppo_continuous_action settings (1 env x
     2048 steps, 10 epochs x 32 minibatches), beside CleanRL's published results at 1M."""
