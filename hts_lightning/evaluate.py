@@ -247,9 +247,8 @@ def env_action(action: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
         return action.to(spec.dtype)
     if not isinstance(spec, (OneHot, Categorical, MultiCategorical)):
         raise ValueError(
-            f"hts-rl evaluate plays OneHot, Categorical, MultiCategorical, MultiOneHot and box "
-            "actions; this "
-            f"env's action spec is a {type(spec).__name__}."
+            "hts-rl evaluate plays OneHot, Categorical, MultiCategorical, MultiOneHot and box "
+            f"actions; this env's action spec is a {type(spec).__name__}."
         )
     if action.is_floating_point():
         raise ValueError(
