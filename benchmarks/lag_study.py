@@ -92,7 +92,9 @@ def run_bounded(
 
     Returns ``(returncode, None)`` when it ends within ``timeout_s``, else SIGTERMs the group,
     SIGKILLs it after ``grace_s`` more and returns ``(returncode, reason)``. Whatever of the
-    group is left once the leader has exited (a stuck worker) is SIGKILLed too.
+    group is left once the leader has exited (a stuck worker) is SIGKILLed too. Interrupted
+    itself (Ctrl-C, or a SIGTERM turned into ``SystemExit``), it stops the group the same way
+    before it re-raises: the run saves its checkpoint instead of running on unwatched.
     """
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -103,15 +105,25 @@ def run_bounded(
             process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             reason = f"no exit within --cell-timeout {timeout_s:g} s: SIGTERM"
-            _signal_group(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                reason += f", still running {grace_s:g} s later: SIGKILL"
-                _signal_group(process.pid, signal.SIGKILL)
-                process.wait()
-        _signal_group(process.pid, signal.SIGKILL)  # leftovers of the group, if any
+            reason += _stop_group(process, grace_s)
+        except BaseException:
+            _stop_group(process, grace_s)
+            raise
+        finally:
+            _signal_group(process.pid, signal.SIGKILL)  # leftovers of the group, if any
     return process.returncode, reason
+
+
+def _stop_group(process: subprocess.Popen, grace_s: float) -> str:
+    """SIGTERM the process group, SIGKILL it ``grace_s`` later; what was done beyond SIGTERM."""
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        return f", still running {grace_s:g} s later: SIGKILL"
+    return ""
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -28,6 +28,8 @@ import dataclasses
 import fcntl
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -80,13 +82,16 @@ STUDIES = {
             "recipe": (),
             # PPO's clip against the behaviour policy, one update behind (the old default).
             "current": ("--model.init_args.gradient_mode=current",),
+            # No lag, the same engine, envs and seeds: the HTSCollector without its overlap.
+            "no_overlap": ("--model.init_args.overlap=false",),
             # No lag: TorchRL's synchronous collector.
             "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
         },
         seeds=(0,),
         steps=1_000_000,
         note="Pong PPO to 1M agent steps: the recipe (decoupled PPO), the same with PPO's clip "
-        "against the behaviour policy one update behind (current), and without the lag (sync). "
+        "against the behaviour policy one update behind (current), and without the lag "
+        "(no_overlap: the HTSCollector with overlap=False; sync: TorchRL's collector). "
         "'recipe before the study' is it before (torch's initialization, twice "
         "the anchors' value-loss weight, current).",
     ),
@@ -358,6 +363,8 @@ def main() -> None:
     if args.verb == "report":
         print(report(args.study))
         return
+    # A SIGTERM stops the cell's run too (it saves last.ckpt), not this process alone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for variant in args.variants or study.variants:
         for seed in args.seeds or study.seeds:
             if variant == "cleanrl":

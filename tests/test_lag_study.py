@@ -128,6 +128,42 @@ def test_a_run_that_ignores_sigterm_is_killed_with_its_whole_process_group(lag_s
         pytest.fail(f"child {pid} of the killed run still alive")
 
 
+def test_an_interrupted_runner_stops_its_run_which_saves_before_exiting(lag_study, tmp_path):
+    """The runner SIGTERMed (as SystemExit) while it waits: the run gets the SIGTERM too and
+    saves, instead of running on unwatched."""
+    saved = tmp_path / "saved"
+    script = (
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *_: (open({str(saved)!r}, 'w').write('ok'), "
+        "sys.exit(0)))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    log = tmp_path / "log.txt"
+
+    def interrupt(*_):
+        raise SystemExit(143)
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SystemExit):
+            lag_study.run_bounded(
+                [sys.executable, "-c", script],
+                cwd=tmp_path,
+                env=dict(os.environ),
+                log=log,
+                timeout_s=300.0,
+                grace_s=30.0,
+            )
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert saved.read_text() == "ok"
+    assert time.monotonic() - started < 30.0
+
+
 def test_a_cell_that_exits_nonzero_is_recorded_as_failed_and_reported(
     lag_study, tmp_path, monkeypatch
 ):

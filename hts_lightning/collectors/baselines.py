@@ -22,8 +22,16 @@ from hts_lightning.collectors.hts import HTSCollector
 __all__ = ["check_hts_options", "make_collector"]
 
 
-def check_hts_options(kind: CollectorKind, *, on_env_error: str, worker_niceness: int) -> None:
+def check_hts_options(
+    kind: CollectorKind, *, on_env_error: str, worker_niceness: int, overlap: bool = True
+) -> None:
     """Refuses the HTSCollector's own options for a TorchRL collector, which has none."""
+    if kind != "hts" and not overlap:
+        raise ValueError(
+            f"overlap=False needs collector='hts' (the HTSCollector without its overlap): "
+            f"TorchRL's {kind!r} collector has no such switch. Use collector='hts', or drop "
+            "overlap."
+        )
     if kind != "hts" and on_env_error != "raise":
         raise ValueError(
             f"on_env_error={on_env_error!r} needs collector='hts': TorchRL's collectors "
@@ -54,6 +62,7 @@ def make_collector(
     num_threads: int | None = None,
     inference_batch_size: int | None = None,
     worker_niceness: int = 0,
+    overlap: bool = True,
 ) -> BaseCollector:
     """A collector of ``kind`` over ``num_envs`` replicas in ``num_workers`` processes.
 
@@ -69,15 +78,18 @@ def make_collector(
     HTSCollector's (where its policy runs). ``replica_offset`` is the global index of the first
     replica of a shard (one rank of many): the HTSCollector seeds each replica by its global
     index; the TorchRL collectors, which seed their envs ``seed, seed + 1, ...``, start at
-    ``seed + replica_offset``. ``on_env_error``, ``inference_batch_size`` and
-    ``worker_niceness`` are the HTSCollector's (TorchRL's collectors always raise, and run
-    their workers at the caller's priority). ``num_threads``: the torch threads of the
-    calling process once collection starts; ``None`` leaves each collector its own rule (the
-    HTSCollector's ``num_threads``; TorchRL's: one core per worker left free).
+    ``seed + replica_offset``. ``on_env_error``, ``inference_batch_size``,
+    ``worker_niceness`` and ``overlap`` are the HTSCollector's (TorchRL's collectors always
+    raise, run their workers at the caller's priority, and overlap or not by their kind).
+    ``num_threads``: the torch threads of the calling process once collection starts; ``None``
+    leaves each collector its own rule (the HTSCollector's ``num_threads``; TorchRL's: one
+    core per worker left free).
     """
     check_collector_kind(kind)
     frames_per_batch = num_envs * sync_interval
-    check_hts_options(kind, on_env_error=on_env_error, worker_niceness=worker_niceness)
+    check_hts_options(
+        kind, on_env_error=on_env_error, worker_niceness=worker_niceness, overlap=overlap
+    )
     if kind == "hts":
         return HTSCollector(
             create_env_fn,
@@ -94,6 +106,7 @@ def make_collector(
             num_threads=num_threads,
             inference_batch_size=inference_batch_size,
             worker_niceness=worker_niceness,
+            overlap=overlap,
         )
     workers = max(num_workers, 1)
     per_worker = partial(SerialEnv, check_replicas_per_worker(num_envs, workers), create_env_fn)

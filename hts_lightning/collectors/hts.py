@@ -52,7 +52,8 @@ class HTSCollector(BaseCollector):
       collected with the weights of update k-1; batches 0 and 1 use the initial weights. Every
       transition carries ``"policy_version"``, the number of weight updates sent before it was
       collected. The collector never runs more than one batch ahead, so a loop that never sends
-      weights does not stall, and a slow learner never sees a lag of 2.
+      weights does not stall, and a slow learner never sees a lag of 2. ``overlap=False``
+      turns the overlap off: the synchronous baseline on the same engine.
     - **Batch synchronization.** Replicas step independently inside a batch; inference runs on
       whichever replicas are ready, never waiting for the slowest one. The only barrier is the
       batch boundary.
@@ -140,6 +141,12 @@ class HTSCollector(BaseCollector):
             (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
             available.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
+        overlap: ``True`` (default): HTS-RL, batch k+1 is collected while the consumer learns
+            on batch k. ``False``: a batch starts only when the consumer asks for it, so it is
+            collected with the weights sent after the previous batch was handed out (no lag,
+            no overlap): synchronous A2C/PPO on the same replicas, seeds and action noise,
+            whose batches differ from the overlapped ones only through the weights that act.
+            For measuring what the overlap and its lag cost.
         cuda_graph: with inference on a CUDA device, capture the policy's step on the fixed
             inference shape once as a CUDA graph and replay it (no per-kernel launches from
             Python, which shares the GIL with the learner). The same kernels at the same
@@ -184,8 +191,12 @@ class HTSCollector(BaseCollector):
         worker_niceness: int = 0,
         backend: Backend = "auto",
         cuda_graph: bool = False,
+        overlap: bool = True,
     ):
         super().__init__()
+        if not isinstance(overlap, bool):
+            raise TypeError(f"overlap must be True or False, got {overlap!r}")
+        self.overlap = overlap
         self.backend = check_backend(backend, create_env_fn, on_env_error)
         self._create_env_fns = check_env_fns(create_env_fn, num_envs)
         # envpool's threads take any env whenever free: no blocks of replicas to divide.
@@ -250,6 +261,8 @@ class HTSCollector(BaseCollector):
         # restored collector starts again (None: from resets).
         self._start_states: list | None = None
         self._resumes_in_flight_batch = False
+        # Without overlap, between handing out a batch and the consumer asking for the next.
+        self._between_batches = False
         self._started = False
         self._finalizer = None
 
@@ -272,11 +285,22 @@ class HTSCollector(BaseCollector):
             finished = self._buffers[self._batches_yielded % 2]
             self._finish_batch(finished)
             self._batches_yielded += 1
-            self._take_up_staged_weights()
             if not self._finished:
                 self._start_states = end_states
-                self._start_batch(self._batches_yielded % 2)
+            if self.overlap:
+                self._take_up_staged_weights()
+                if not self._finished:
+                    self._start_batch(self._batches_yielded % 2)
+                yield finished.clone()
+                continue
+            # Where the next batch will start, for a checkpoint taken before it does.
+            self._noise_states = [g.get_state() for g in self._noise_generators]
+            self._between_batches = True
             yield finished.clone()
+            self._between_batches = False
+            self._take_up_staged_weights()
+            if not self._finished:
+                self._start_batch(self._batches_yielded % 2)
         self.shutdown()
 
     def update_policy_weights_(
@@ -385,7 +409,7 @@ class HTSCollector(BaseCollector):
         Per-replica entries are in replica order from ``replica_offset``: the states of the
         shards of several ranks concatenate into the state of all replicas.
         """
-        in_flight = self._started and not self._finished
+        in_flight = self._started and not self._finished and not self._between_batches
         states = self._start_states
         return OrderedDict(
             seed=self._seed,

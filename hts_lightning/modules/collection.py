@@ -71,6 +71,7 @@ class CollectionBinding:
         learner_threads: int | None = None,
         learner_takes_every_core: bool = False,
         worker_niceness: int = 0,
+        overlap: bool = True,
     ):
         check_thread_count(learner_threads, "learner_threads", "the collector's rule")
         if batch_timeout is not None and not batch_timeout > 0:
@@ -92,6 +93,7 @@ class CollectionBinding:
             on_env_error=on_env_error,
             num_threads=learner_threads,
             worker_niceness=worker_niceness,
+            overlap=overlap,
         )
         self.num_envs = num_envs
         self.collector: BaseCollector | None = None

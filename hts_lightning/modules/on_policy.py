@@ -147,6 +147,9 @@ class OnPolicyModule(LightningModule):
             across runs that are compared bitwise, on machines of other core counts too.
         worker_niceness: the HTSCollector's: added to its worker processes' niceness (0-19);
             above 0 the learner comes first and takes every core (see ``learner_threads``).
+        overlap: the HTSCollector's: ``False`` collects each batch after the previous update
+            (no lag, no overlap: synchronous A2C/PPO on the same engine, envs and seeds), to
+            measure what the overlap costs or gains.
     """
 
     default_gradient_mode: GradientMode = "delayed"
@@ -188,6 +191,7 @@ class OnPolicyModule(LightningModule):
         batch_timeout: float | None = 600.0,
         learner_threads: int | None = None,
         worker_niceness: int = 0,
+        overlap: bool = True,
     ):
         super().__init__()
         self.gradient_mode = choices.check_gradient_mode(
@@ -203,7 +207,9 @@ class OnPolicyModule(LightningModule):
         choices.check_on_env_error(on_env_error)
         choices.check_lr_schedule(lr_schedule)
         choices.check_replicas_per_worker(num_envs, num_workers)
-        check_hts_options(collector, on_env_error=on_env_error, worker_niceness=worker_niceness)
+        check_hts_options(
+            collector, on_env_error=on_env_error, worker_niceness=worker_niceness, overlap=overlap
+        )
         if lr_schedule == "linear" and total_frames is None:
             raise ValueError("lr_schedule='linear' decays over total_frames: set total_frames.")
         self.save_hyperparameters()
@@ -258,6 +264,7 @@ class OnPolicyModule(LightningModule):
             # busy workers ran ~10x slower that way.
             learner_takes_every_core=any(isinstance(m, NatureCNN) for m in self.model.modules()),
             worker_niceness=worker_niceness,
+            overlap=overlap,
         )
         self.automatic_optimization = False
         #: Scales the rewards before the advantages (``normalize_reward``); its state is

@@ -61,9 +61,19 @@ def perturb(policy, generator: torch.Generator, scale: float = 1.0) -> None:
 
 
 def collect(
-    create_env_fn, policy, *, num_workers, num_envs, sync_interval, batches, seed=0, **kwargs
+    create_env_fn,
+    policy,
+    *,
+    num_workers,
+    num_envs,
+    sync_interval,
+    batches,
+    seed=0,
+    perturb_scale=1.0,
+    **kwargs,
 ):
-    """The stacked batches of an HTSCollector whose policy is perturbed (seeded) after each."""
+    """The stacked batches of an HTSCollector whose policy is perturbed (seeded, by
+    ``perturb_scale``) after each."""
     generator = torch.Generator().manual_seed(123)
     out = []
     with HTSCollector(
@@ -78,7 +88,7 @@ def collect(
     ) as collector:
         for batch in collector:
             out.append(batch)
-            perturb(policy, generator)  # an update that changes the actions
+            perturb(policy, generator, perturb_scale)  # an update that changes the actions
             collector.update_policy_weights_()
     return torch.stack(out)
 

@@ -7,8 +7,15 @@ from functools import partial
 
 import pytest
 
-from hts_lightning import CountingEnv, HTSCollector
-from tests.collectors.policies import set_choice, weight_readable_policy
+from hts_lightning import PPO, CountingEnv, HTSCollector
+from hts_lightning.envs import env_factory
+from tests.collectors.policies import (
+    assert_bitwise_equal,
+    collect,
+    sampling_policy,
+    set_choice,
+    weight_readable_policy,
+)
 
 
 @pytest.mark.parametrize(
@@ -136,3 +143,72 @@ def test_the_next_batch_is_collected_while_the_learner_holds_this_one(tmp_path):
     assert third["policy_version"].eq(1).all()  # collected after the update, with its weights
     assert first["action"].argmax(-1).eq(0).all() and second["action"].argmax(-1).eq(0).all()
     assert third["action"].argmax(-1).eq(1).all()  # every step of batch 2 after the update
+
+
+@pytest.mark.parametrize(
+    ("make_env", "num_workers", "inference"),
+    [
+        (partial(CountingEnv, max_count=5, num_actions=4), 2, "workers"),
+        (partial(CountingEnv, max_count=5, num_actions=4), 0, "main"),
+        (env_factory("CartPole-v1", backend="envpool"), 2, "workers"),
+        (env_factory("CartPole-v1", backend="envpool"), 2, "main"),
+    ],
+    ids=["python-workers", "python-inline", "envpool-workers", "envpool-main"],
+)
+def test_without_overlap_batch_k_uses_the_weights_sent_after_batch_k_minus_1(
+    make_env, num_workers, inference
+):
+    num_actions = 4 if isinstance(make_env, partial) else 2
+    policy = weight_readable_policy(num_actions=num_actions)
+    set_choice(policy, 0)
+    with HTSCollector(
+        make_env,
+        policy,
+        num_envs=4,
+        num_workers=num_workers,
+        frames_per_batch=4 * 8,
+        total_frames=4 * 8 * 5,
+        inference=inference,
+        overlap=False,
+    ) as collector:
+        for k, batch in enumerate(collector):
+            assert batch["policy_version"].eq(k).all()
+            assert batch["action"].argmax(-1).eq(k % num_actions).all()
+            assert collector.policy_version == k  # no lag
+            time.sleep(0.05)  # a learner: the next batch must not start before its weights
+            set_choice(policy, (k + 1) % num_actions)
+            collector.update_policy_weights_()
+    assert k == 4
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_without_overlap_the_batches_differ_only_through_the_weights(num_workers):
+    """With weights that never change, the overlap changes nothing: same replicas, seeds and
+    action noise, bitwise."""
+
+    def batches(overlap: bool):
+        return collect(
+            env_factory("CartPole-v1"),
+            sampling_policy(in_features=4, seed=1),
+            num_workers=num_workers,
+            num_envs=4,
+            sync_interval=16,
+            batches=4,
+            seed=5,
+            perturb_scale=0.0,
+            overlap=overlap,
+        )
+
+    with_overlap, without = batches(True), batches(False)
+    assert_bitwise_equal(with_overlap.exclude("policy_version"), without.exclude("policy_version"))
+    # Only the version counts differ: the lag of one is gone.
+    assert with_overlap["policy_version"][:, 0, 0].tolist() == [0, 0, 1, 2]
+    assert without["policy_version"][:, 0, 0].tolist() == [0, 1, 2, 3]
+    assert with_overlap["next", "done"].sum() > 0  # episodes ended inside the batches
+
+
+def test_overlap_must_be_a_bool_and_is_the_htscollectors_alone():
+    with pytest.raises(TypeError, match="overlap must be True or False"):
+        HTSCollector(CountingEnv, sampling_policy(), num_envs=2, sync_interval=4, overlap="no")
+    with pytest.raises(ValueError, match="overlap=False needs collector='hts'"):
+        PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, collector="sync", overlap=False)

@@ -67,17 +67,26 @@ def _uninterrupted_and_resumed(create_env_fn, make_policy, *, num_workers, **kwa
     return torch.stack(expected), torch.stack(got)
 
 
-@pytest.mark.parametrize(("num_workers", "inference"), [(0, "main"), (2, "main"), (2, "workers")])
-def test_cartpole_resume_is_bitwise_identical(num_workers, inference):
+@pytest.mark.parametrize(
+    ("num_workers", "inference", "overlap"),
+    [(0, "main", True), (2, "main", True), (2, "workers", True), (0, "main", False),
+     (2, "workers", False)],
+)  # fmt: skip
+def test_cartpole_resume_is_bitwise_identical(num_workers, inference, overlap):
     make_policy = partial(sampling_policy, in_features=4, num_actions=2, seed=2)
     expected, got = _uninterrupted_and_resumed(
-        env_factory("CartPole-v1"), make_policy, num_workers=num_workers, inference=inference
+        env_factory("CartPole-v1"),
+        make_policy,
+        num_workers=num_workers,
+        inference=inference,
+        overlap=overlap,
     )
     assert_bitwise_equal(expected, got)
     # Episodes end inside the batches, and the resumed part is not a restart from resets.
     assert expected["next", "done"].sum() > 4
     assert not torch.equal(expected[STOP_AFTER]["step_count"][:, 0], torch.zeros(NUM_ENVS, 1))
-    assert expected["policy_version"][:, 0, 0].tolist() == [0, 0, 1, 2, 3, 4]
+    lag = [0, 0, 1, 2, 3, 4] if overlap else [0, 1, 2, 3, 4, 5]
+    assert expected["policy_version"][:, 0, 0].tolist() == lag
 
 
 def _pong_policy():

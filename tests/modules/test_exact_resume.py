@@ -93,6 +93,27 @@ def test_cartpole_resume_is_exact(algorithm, tmp_path):
 
 
 @pytest.mark.slow
+def test_resume_without_overlap_is_exact(tmp_path):
+    """Stopped between a batch's update and the start of the next (nothing in flight)."""
+
+    def make():
+        return PPO(
+            env_id="CartPole-v1",
+            num_envs=4,
+            num_workers=2,
+            sync_interval=16,
+            total_frames=4 * 16 * 6,
+            seed=5,
+            epochs=2,
+            minibatches=2,
+            overlap=False,
+        )
+
+    rows = _assert_resume_is_exact(make, tmp_path, stop_after=3)
+    assert [metrics["perf/policy_lag"] for _, metrics in rows] == [0] * 6
+
+
+@pytest.mark.slow
 def test_atari_resume_is_exact(tmp_path):
     def make():
         return A2C(
