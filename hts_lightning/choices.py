@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-#: ``"hts"``: the HTSCollector; TorchRL's own: ``"sync"`` (``Collector`` over a ``ParallelEnv``),
-#: ``"multi_sync"``, ``"multi_async"`` (see :mod:`hts_lightning.collectors.baselines`).
+#: The training modules' collector, ``"hts"`` (the HTSCollector) or one of TorchRL's:
+#: ``"sync"`` (``Collector`` over a ``ParallelEnv``), ``"multi_sync"``, ``"multi_async"`` (see
+#: :mod:`hts_lightning.collectors.baselines`).
 CollectorKind = Literal["hts", "sync", "multi_sync", "multi_async"]
-#: Where the HTSCollector runs the policy (``"auto"``: main on a GPU or without workers).
+#: Where the HTSCollector runs the policy (``"auto"`` is main on a GPU or without workers).
 InferenceMode = Literal["auto", "workers", "main"]
-#: How the HTSCollector steps replicas (``"auto"``: from the env factory).
+#: How the HTSCollector steps replicas (``"auto"`` decides from the env factory).
 Backend = Literal["auto", "python", "envpool"]
 #: How the training modules' envs are stepped (:func:`~hts_lightning.envs.env_factory`).
 EnvBackend = Literal["python", "envpool"]

@@ -24,7 +24,8 @@ def _requirement(line: str) -> tuple[str, str]:
 
 def _pyproject() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lines = project["dependencies"] + project["optional-dependencies"]["dev"]
+    extras = project["optional-dependencies"]
+    lines = project["dependencies"] + extras["dev"] + extras["docs"]
     return dict(_requirement(line) for line in lines)
 
 

@@ -63,7 +63,7 @@ class StopOnSignal(Callback):
     signalled rank alone, which stops that rank one update before the others (a hang under
     DDP), and its handler broadcasts from inside the signal handler.
 
-    A signal while the module waits for a batch (a wait marked by :func:`stop_at_once_while`)
+    A signal while the module waits for a batch (a wait marked by ``stop_at_once_while``)
     stops the run at once, on a single process: the update before it is done, the batch in
     flight is dropped, and the checkpoint is the same as after that update. Under DDP the
     ranks still stop together, after an update (the wait for a batch is bounded by the

@@ -32,8 +32,8 @@ __all__ = [
     "action_head",
 ]
 
-#: The distribution of a box action: a diagonal Gaussian (the env gets the sample clipped to
-#: its bounds), or a Gaussian squashed into the bounds by tanh.
+#: The distribution of a box action, a diagonal Gaussian (``"normal"``; the env gets the sample
+#: clipped to its bounds) or a Gaussian squashed into the bounds by tanh (``"tanh_normal"``).
 ContinuousDistribution = Literal["normal", "tanh_normal"]
 
 

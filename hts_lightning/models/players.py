@@ -39,7 +39,7 @@ class PlayersOneHotCategorical(D.TransformedDistribution):
     """Independent one-hot categoricals over the last dim, one per player (the dim before it).
 
     The team's joint action is one action per player from one shared policy; its probability
-    is the product over players, so :meth:`log_prob` and :meth:`entropy` sum over the player
+    is the product over players, so ``log_prob`` and ``entropy`` sum over the player
     dimension and have the batch shape of one (team) step: PPO's ratio, GAE and the entropy
     bonus then act on the team, as a single-player policy would.
 

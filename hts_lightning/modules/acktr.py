@@ -28,8 +28,12 @@ class ACKTR(A2C):
     (in the optimizer state) and the Fisher pass's random stream: a resumed run takes the same
     steps as an uninterrupted one.
 
-    Args (keyword-only, beside :class:`OnPolicyModule`'s; ``lr`` defaults to 0.25):
-        momentum, stat_decay, damping, kl_clip, inv_update_interval: :class:`KFAC`'s.
+    It takes :class:`~hts_lightning.modules.OnPolicyModule`'s arguments (``lr`` defaults to
+    0.25) and these.
+
+    Keyword Args:
+        momentum, stat_decay, damping, kl_clip, inv_update_interval:
+            :class:`~hts_lightning.optim.KFAC`'s.
         fisher_value_coef: weight of the value head's term in the Fisher loss. The KL clip
             covers the critic's Gaussian as well as the policy: with returns far above 1
             (unclipped rewards, e.g. CartPole's ~50) the critic's term can take nearly all of

@@ -86,9 +86,9 @@ class OnPolicyModule(LightningModule):
     callbacks. Lightning's callback metrics hold those the callbacks read (any metric a
     checkpoint or early-stopping callback monitors; ``perf/frames``, ``perf/fps`` and
     ``rollout/return_last_20`` when a progress bar shows them), see
-    :func:`~hts_lightning.modules.callback_metrics.read_by_callbacks`.
+    ``read_by_callbacks``.
 
-    Args (keyword-only):
+    Keyword Args:
         env_id: gymnasium / ALE id, ``"VariableLatency"``, or your own env: the import path
             ``"package.module:make_env"`` of a callable returning a TorchRL env or a gymnasium
             env (see :func:`~hts_lightning.envs.env_factory`).
@@ -291,7 +291,7 @@ class OnPolicyModule(LightningModule):
     # --- for the algorithms ----------------------------------------------------------------
 
     def use_loss(self, loss: LossModule) -> None:
-        """Train with ``loss`` (a TorchRL loss over :attr:`actor` and :attr:`critic_head`; it
+        """Train with ``loss`` (a TorchRL loss over ``actor`` and ``critic_head``; it
         runs the actor first, so the head reads the trunk's ``"features"``), its advantages
         from GAE with the module's ``gamma`` and ``gae_lambda``. Algorithms call it at the end
         of their ``__init__``."""
@@ -325,7 +325,7 @@ class OnPolicyModule(LightningModule):
 
     def gradient_step(self, data: TensorDictBase) -> dict[str, torch.Tensor]:
         """One optimizer step on ``data``: the loss and its gradient are taken at the parameters
-        of :attr:`gradient_mode` (behaviour or current), the step is applied to the current
+        of ``gradient_mode`` (behaviour or current), the step is applied to the current
         parameters. Returns the detached loss terms and the gradient norm."""
         optimizer = self.optimizers()
         steps = self._steps

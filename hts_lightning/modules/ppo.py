@@ -38,7 +38,9 @@ class PPO(OnPolicyModule):
     clip(r) A): it is the clipped loss with the proximal log-probabilities in place of the
     behaviour ones and the weighted advantages.
 
-    Args (keyword-only, beside :class:`OnPolicyModule`'s):
+    It takes :class:`~hts_lightning.modules.OnPolicyModule`'s arguments and these.
+
+    Keyword Args:
         clip_epsilon: PPO's ratio clip.
         epochs: passes over each batch.
         minibatches: minibatches per pass (the batch's frames must divide evenly).

@@ -178,7 +178,7 @@ class KFAC(torch.optim.Optimizer):
     (actions sampled from the policy; the value output with Gaussian noise) records the layer
     inputs and output gradients into running averages with ``stat_decay``. Use
     ``torch.autograd.grad`` there so that the policy-gradient ``.grad`` buffers stay untouched.
-    :meth:`step` then preconditions each layer's ``.grad`` with the damped inverse of A (x) G
+    ``step()`` then preconditions each layer's ``.grad`` with the damped inverse of A (x) G
     (eigendecompositions refreshed every ``inv_update_interval`` steps), scales all updates by
     the KL clip, and applies SGD with momentum at the learning rate ``lr * (1 - momentum)``,
     as OpenAI baselines and ikostrikov's ACKTR do: the momentum buffer sums the past updates
@@ -275,7 +275,7 @@ class KFAC(torch.optim.Optimizer):
         """The running factors themselves (not copies), A then G for each layer in the model's
         module order, for the layers that have both: the same order on every process with the
         same model, so that a data-parallel strategy can average them in place (before
-        :meth:`step`, which refreshes the inverses from them)."""
+        ``step()``, which refreshes the inverses from them)."""
         return [
             self.factors[name][kind]
             for name in self.layers

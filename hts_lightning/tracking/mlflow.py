@@ -55,14 +55,14 @@ class MLflowLogger(MLFlowLogger):
     put ~14 ms on each CartPole update. Only a hard kill (SIGKILL, power loss) loses the
     points of the last ``metrics_interval`` seconds; ``metrics_interval=0`` writes at once.
 
-    Args (keyword-only):
+    Keyword Args:
         experiment_name: MLflow experiment of the run (created when missing).
         run_name: name shown in the MLflow UI (MLflow picks one when ``None``).
         tracking_uri: where to log; ``None``: ``MLFLOW_TRACKING_URI``, else the embedded store
             ``sqlite:///mlflow.db`` in the working directory.
         tags: extra run tags.
-        save_dir: local folder for checkpoints (``<save_dir>/<experiment id>/<run id>/
-            checkpoints``); they are also logged to the run as artifacts.
+        save_dir: local folder for checkpoints
+            (``<save_dir>/<experiment id>/<run id>/checkpoints``); they are also logged to the run as artifacts.
         log_model: Lightning's: ``True`` logs the checkpoints as artifacts at the end of
             training, ``"all"`` whenever one is saved, ``False`` never.
         run_id: continue this run instead of starting one (``hts-rl fit --ckpt_path`` sets it
