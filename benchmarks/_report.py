@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import _collection as collection
+import _records as records
 import torch
 from _runner import Run
 
@@ -130,12 +131,19 @@ def save_plot(fig, args: argparse.Namespace, stem: str) -> Path:
 def publish(
     title: str, settings: str, table: list[str], plots: list[Path], args: argparse.Namespace
 ) -> None:
-    """Print the dated section and append it to ``--output`` if given."""
-    emit(section(title, settings, table, plots), args.output)
+    """Print the dated section, record it (``results/<script>.json``) and append it to
+    ``--output`` if given."""
+    name = plots[0].stem if plots else None  # a figure's record is named after its plot
+    emit(section(title, settings, table, plots), args.output, plots=plots, record=name)
 
 
-def emit(text: str, output: Path | None) -> None:
+def emit(
+    text: str, output: Path | None, *, plots: list[Path] = (), record: str | None = None
+) -> None:
+    """Print a markdown section, write it as the record ``record`` (default: the script's
+    name) for the Benchmarks page, and append it to ``output`` if given."""
     print("\n" + text)
+    records.from_markdown(record or Path(sys.argv[0]).stem, text, plots=plots)
     if output is not None:
         with output.open("a") as handle:
             handle.write("\n" + text)

@@ -32,6 +32,8 @@ import platform
 import random
 import time
 
+import _records as records
+import _report
 import psutil
 import torch
 from torchrl.collectors import Collector, MultiSyncCollector
@@ -201,14 +203,22 @@ def main(argv=None) -> None:
         for label, (fps, cpu) in found.items():
             rows.append(("learner", label, fps, cpu, f"{best / fps:.2f}", ""))
         print(f"fixed learner: {learner_s * 1e3:.0f} ms per batch (sleep)")
-    print(
-        "| panel | contender | frames/s | CPU ms per frame | / sleep ceiling (ceiling) or "
-        "best HTS / this | / barrier ceiling |"
-    )
-    print("|---|---|---:|---:|---:|---:|")
-    for panel, label, fps, cpu, a, b in rows:
-        print(f"| {panel} | {label} | {fps:.0f} | {cpu:.2f} | {a} | {b} |")
+    columns = ["panel", "contender", "frames/s", "CPU ms per frame",
+               "/ sleep ceiling (ceiling) or best HTS / this", "/ barrier ceiling"]  # fmt: skip
+    cells = [[panel, label, f"{fps:.0f}", f"{cpu:.2f}", a, b]
+             for panel, label, fps, cpu, a, b in rows]  # fmt: skip
+    print("\n".join(_report.markdown_table(columns, cells)))
     print("load", " / ".join(f"{x:.1f}" for x in os.getloadavg()))
+    records.write(
+        "latency_targets",
+        title="Heavy-tailed env latency: HTS against the per-step and per-batch synchronous "
+        "collectors",
+        tables=[{"columns": columns, "rows": cells}],
+        text=[f"VariableLatencyEnv, log-normal step time, mean {args.mean_ms} ms, std "
+              f"{args.std_ms} ms; {args.num_envs} envs, one per worker process; sync_interval "
+              f"{args.sync_interval}; {args.batches} timed batches. 'learner': a fixed learner "
+              f"of {learner_s * 1e3:.0f} ms per batch (a sleep) consumes each batch."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

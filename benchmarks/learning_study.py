@@ -295,11 +295,11 @@ def at_step(rows, step: int) -> float | None:
     return before[-1] if before and rows[-1][0] >= step * 0.98 else None
 
 
-def report(name: str) -> str:
+def draw(name: str) -> Path:
+    """The study's plot: its curves against agent steps and wall seconds, beside its anchors."""
     study = STUDIES[name]
     curves = {p.stem: _curve(p) for p in sorted((RESULTS / name).glob("*.csv"))}
     anchors = load_anchors(study.anchors)
-    steps = sorted({int(a["agent_steps"]) for a in anchors} | {study.steps // 2, study.steps})
     plt = reporting.pyplot()
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for cell, rows in curves.items():
@@ -317,7 +317,18 @@ def report(name: str) -> str:
     plot = ROOT / "benchmarks" / "plots" / f"learning_{name}.png"
     fig.tight_layout()
     fig.savefig(plot, dpi=100)
-    lines = [f"### Learning study `{name}`", "", study.note, ""]
+    return plot
+
+
+def report(name: str, *, images: str = "plots/", heading: str = "###") -> str:
+    """The study's table at its anchors' steps, its cells' commands, its reading
+    (``results/learning/<study>/reading.md``, where written) and its plot (drawn by
+    :func:`draw`, linked under ``images``), from the records alone."""
+    study = STUDIES[name]
+    curves = {p.stem: _curve(p) for p in sorted((RESULTS / name).glob("*.csv"))}
+    anchors = load_anchors(study.anchors)
+    steps = sorted({int(a["agent_steps"]) for a in anchors} | {study.steps // 2, study.steps})
+    lines = [f"{heading} Learning study `{name}`", "", study.note, ""]
     header = "| cell | " + " | ".join(f"{s:,} steps" for s in steps) + " |"
     lines += [header, "|" + " --- |" * (len(steps) + 1)]
     for cell, rows in curves.items():
@@ -327,11 +338,14 @@ def report(name: str) -> str:
     for source in sorted({a["source"] for a in anchors}):
         values = {int(a["agent_steps"]): a["return"] for a in anchors if a["source"] == source}
         lines.append(f"| {source} | " + " | ".join(values.get(s, "-") for s in steps) + " |")
-    lines += ["", "Anchors: " + "; ".join(sorted({a["citation"] for a in anchors}))]
+    lines += ["", "Anchors: " + "; ".join(sorted({a["citation"] for a in anchors})), ""]
     for cell in curves:
         meta = json.loads((RESULTS / name / f"{cell}.json").read_text())
         lines.append(f"- `{cell}`: `{meta['command']}` ({meta['machine']}, {meta['utc_end']})")
-    lines.append(f"\n![{name}](plots/{plot.name})")
+    reading = RESULTS / name / "reading.md"
+    if reading.exists():
+        lines += ["", reading.read_text().strip()]
+    lines.append(f"\n![{name}]({images}learning_{name}.png)")
     return "\n".join(lines)
 
 
@@ -361,6 +375,7 @@ def main() -> None:
         return
     study = STUDIES[args.study]
     if args.verb == "report":
+        draw(args.study)
         print(report(args.study))
         return
     # A SIGTERM stops the cell's run too (it saves last.ckpt), not this process alone.

@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
             round_ratios(rounds),
         ]
     )
-    report.emit(text, args.output)
+    report.emit(text, args.output, record="native_throughput_" + "_".join(args.envs))
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             "\n".join(lines),
         ]
     )
-    report.emit(text, args.output)
+    report.emit(text, args.output, record="native_training_" + "_".join(args.envs))
 
 
 if __name__ == "__main__":

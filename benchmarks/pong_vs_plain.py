@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _records as records
 from _hts_fit import ROOT, hts_fit
 
 NUM_ENVS, STEPS = 16, 128
@@ -173,16 +174,32 @@ def main(argv=None) -> None:
             if updates:
                 print("\n".join(f"  {line}" for line in updates), flush=True)
     plain = statistics.median(walls["plain"])
+    rows = []
     for contender, values in walls.items():
         median, cpu = statistics.median(values), statistics.median(cpus[contender])
+        busy = cpu / (median * os.cpu_count())
         print(
             f"{contender}: median {median:.1f} s over {len(values)} runs "
             f"({', '.join(f'{v:.1f}' for v in values)}); plain / {contender} = {plain / median:.2f}"
-            f"; median {cpu:.1f} CPU s ({cpu / (median * os.cpu_count()):.0%} of the cores)"
+            f"; median {cpu:.1f} CPU s ({busy:.0%} of the cores)"
         )
+        rows.append([contender, f"{median:.1f}", ", ".join(f"{v:.1f}" for v in values),
+                     f"{plain / median:.2f}x", f"{busy:.0%}"])  # fmt: skip
     cores = os.cpu_count() * plain / statistics.median(cpus["plain"])
     print(f"the most any contender with the plain loop's CPU work can gain on it: {cores:.2f}x")
     print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    records.write(
+        "pong_vs_plain",
+        title=f"Pong PPO end to end against a plain PyTorch loop over envpool, {args.frames:,} "
+        "frames",
+        tables=[{"columns": ["contender", "median s", "runs (s)", "speed / plain loop",
+                             "cores busy"], "rows": rows}],
+        text=["Each run a fresh process timed from start to exit, contenders alternating; the "
+              "plain loop is a single-file PPO (CleanRL's shape) with the recipe's network and "
+              "an update equal to the module's number for number; hts is `hts-rl fit --config "
+              "recipes/atari/pong_ppo.yaml` as a user runs it. The most any contender doing "
+              f"the plain loop's CPU work could gain on it here: {cores:.2f}x."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

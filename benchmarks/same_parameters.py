@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+import _records as records
 import torch
 
 #: Logged per update but timing-dependent: not compared.
@@ -83,6 +84,7 @@ def _optimizer_tensors(state: dict) -> list[torch.Tensor]:
 def compare(path_a: str, path_b: str) -> bool:
     a, b = torch.load(path_a, weights_only=False), torch.load(path_b, weights_only=False)
     same_everywhere = a.keys() == b.keys()
+    rows = []
     for name in a:
         pa, pb = a[name]["parameters"], b[name]["parameters"]
         parameters = list(pa) == list(pb) and all(torch.equal(pa[k], pb[k]) for k in pa)
@@ -99,7 +101,16 @@ def compare(path_a: str, path_b: str) -> bool:
             f"global_step/updates {a[name]['counts']} equal {counts}, metrics differing {metrics}"
         )
         same_everywhere &= parameters and optimizer and counts and not metrics
+        rows.append([name, parameters, optimizer, counts, ", ".join(metrics) or "none"])
     print("bitwise equal" if same_everywhere else "DIFFERENT")
+    records.write(
+        "same_parameters",
+        title="The same parameters, bitwise, before and after a change of the code",
+        tables=[{"columns": ["set-up", "parameters equal", "optimizer state equal",
+                             "step counts equal", "metrics differing"], "rows": rows}],
+        text=[f"6 updates on CartPole per set-up, in one process; compared: {path_a} and "
+              f"{path_b} (each written by `--save` from one checkout)."],
+    )  # fmt: skip
     return same_everywhere
 
 

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _records as records
+import _report as reporting
 from _hts_fit import hts_fit
 
 TARGET, WINDOW, MAX_FRAMES = 475.0, 20, 100_000
@@ -137,18 +139,26 @@ def main(argv=None) -> None:
             hit = f"{frames:,} frames, {reached:.1f} s" if frames else "not reached"
             print(f"seed {seed} {contender}: {hit} (process {total:.1f} s, load {load:.2f})")
             sys.stdout.flush()
-    print("\n| contender | seeds solved | median frames | median wall s | per seed (frames / s) |")
-    print("|---|---:|---:|---:|---|")
-    for contender, rows in results.items():
-        solved = [r for r in rows if r[1] is not None]
+    columns = ["contender", "seeds solved", "median frames", "median wall s",
+               "per seed (frames / s)"]  # fmt: skip
+    rows = []
+    for contender, runs in results.items():
+        solved = [r for r in runs if r[1] is not None]
         per_seed = ", ".join(
-            f"{s}: {f:,} / {w:.1f}" if f else f"{s}: not reached" for s, f, w, _, _ in rows
+            f"{s}: {f:,} / {w:.1f}" if f else f"{s}: not reached" for s, f, w, _, _ in runs
         )
-        print(
-            f"| {contender} | {len(solved)}/{len(rows)} | {_median([r[1] for r in solved])} | "
-            f"{_median([r[2] for r in solved])} | {per_seed} |"
-        )
+        rows.append([contender, f"{len(solved)}/{len(runs)}", _median([r[1] for r in solved]),
+                     _median([r[2] for r in solved]), per_seed])  # fmt: skip
+    print("\n" + "\n".join(reporting.markdown_table(columns, rows)))
     print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    records.write(
+        "vs_sb3_" + "_".join(args.contenders),
+        title="CartPole PPO against Stable-Baselines3: frames and seconds to a mean return of 475",
+        tables=[{"columns": columns, "rows": rows}],
+        text=[f"RL Zoo's PPO settings on both sides; seeds {args.seeds}, alternating; each run "
+              "a fresh process timed from its start to the 20-episode mean reaching 475, "
+              f"within 100k frames. hts-rl extra arguments: {args.hts_args or 'none'}."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

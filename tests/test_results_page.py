@@ -1,0 +1,67 @@
+"""The Benchmarks page is generated from the records, and the records say what a reader needs:
+claim, command, machine, date and numbers."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def page_builder():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield importlib.import_module("results_page")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_the_page_is_the_records_rendered(page_builder):
+    assert (ROOT / "docs" / "benchmarks.md").read_text() == page_builder.build(), (
+        "docs/benchmarks.md is out of date: run python benchmarks/results_page.py"
+    )
+
+
+def test_every_record_names_its_claim_command_machine_date_and_numbers(page_builder):
+    records = page_builder.records
+    paths = sorted((BENCHMARKS / "results").glob("*.json"))
+    assert paths, "no benchmark records"
+    for path in paths:
+        record = json.loads(path.read_text())
+        assert record["name"] == path.stem
+        assert record["claim"] in records.CLAIMS, path.name
+        for key in ("title", "command", "machine", "utc"):
+            assert record[key], f"{path.name}: {key}"
+        assert record["tables"] and all(t["rows"] for t in record["tables"]), path.name
+        for table in record["tables"]:
+            assert all(len(row) == len(table["columns"]) for row in table["rows"]), path.name
+        for plot in record["plots"]:
+            assert (ROOT / plot).is_file(), plot
+
+
+def test_a_markdown_section_becomes_a_record_of_tables_and_text(page_builder, tmp_path):
+    records = page_builder.records
+    section = "\n".join([
+        "### Collection, 2026-12-03", "",
+        "- machine: 2 cores", "- command: `python x.py`", "",
+        "| env | frames/s |", "|---|---:|", "| pong | 512 |", "| cartpole | 9000 |", "",
+        "HTS is 1.4x the hand loop.",
+    ])  # fmt: skip
+    records.RESULTS, saved = tmp_path, records.RESULTS
+    try:
+        path = records.from_markdown("probe", section, claim="collection")
+    finally:
+        records.RESULTS = saved
+    record = json.loads(path.read_text())
+    assert record["title"] == "Collection, 2026-12-03"
+    assert record["tables"] == [
+        {"columns": ["env", "frames/s"], "rows": [["pong", "512"], ["cartpole", "9000"]]}
+    ]
+    assert record["text"] == ["HTS is 1.4x the hand loop."]
