@@ -134,7 +134,28 @@ STUDIES.update(
         note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps, RL Zoo's A2C MuJoCo settings "
         "(8 envs x 5 steps).",
     ),
-)
+    halfcheetah_a2c_rlzoo_1m=Study(
+        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        variants={
+            # RL Zoo's MuJoCo A2C: SB3's A2C defaults with normalization.
+            "rlzoo": (
+                "--model.init_args.num_envs=1", "--model.init_args.num_workers=1",
+                "--model.init_args.sync_interval=5", "--model.init_args.optimizer=rmsprop",
+                "--model.init_args.lr_schedule=constant", "--model.init_args.gae_lambda=1.0",
+                "--model.init_args.value_coef=0.5",
+            ),
+        },
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=1,
+        frames_per_batch=5,
+        anchors="halfcheetah_a2c",
+        note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps with RL Zoo's MuJoCo A2C "
+        "settings as they map here (SB3's A2C defaults with normalized observations and "
+        "rewards: 1 env x 5 steps, RMSprop, constant lr 7e-4, gae_lambda 1.0, value weight "
+        "0.5, no entropy bonus).",
+    ),
+)  # fmt: skip
 
 
 def cell_name(variant: str, seed: int) -> str:

@@ -36,7 +36,7 @@ autodoc_inherit_docstrings = False
 autodoc_type_aliases = {
     name: f"hts_lightning.choices.{name}"
     for name in ("CollectorKind", "InferenceMode", "Backend", "EnvBackend", "OnEnvError",
-                 "GradientMode", "LrSchedule")
+                 "GradientMode", "LrSchedule", "OptimizerName")
 }  # fmt: skip
 autodoc_default_options = {"members": True, "show-inheritance": True}
 napoleon_google_docstring = True

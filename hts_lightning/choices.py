@@ -29,6 +29,8 @@ OnEnvError = Literal["raise", "restart"]
 GradientMode = Literal["delayed", "current", "decoupled"]
 #: The training modules' learning-rate schedule.
 LrSchedule = Literal["constant", "linear"]
+#: The training modules' optimizer (ACKTR's is K-FAC).
+OptimizerName = Literal["adam", "rmsprop"]
 
 
 def _checker(name: str, choices, fix: str):
@@ -78,6 +80,11 @@ check_gradient_mode = _checker(
     GradientMode,
     "Use 'delayed' (at the behaviour parameters), 'current' (at the current ones) or, for "
     "PPO, 'decoupled' (the trust region around the current policy).",
+)
+check_optimizer = _checker(
+    "optimizer",
+    OptimizerName,
+    "Use 'adam' or 'rmsprop' (PyTorch's, alpha 0.99, eps 1e-5: Stable-Baselines3's A2C).",
 )
 check_lr_schedule = _checker(
     "lr_schedule", LrSchedule, "Use 'constant' or 'linear' (decay to 0 over total_frames)."

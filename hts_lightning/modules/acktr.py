@@ -64,6 +64,11 @@ class ACKTR(A2C):
         fisher_value_coef: float = 1.0,
         **kw,
     ):
+        if kw.get("optimizer", "adam") != "adam":
+            raise ValueError(
+                f"optimizer={kw['optimizer']!r}: ACKTR's optimizer is K-FAC (its lr, momentum, "
+                "damping and kl_clip set it). Drop optimizer, or train A2C or PPO with it."
+            )
         super().__init__(lr=lr, max_grad_norm=max_grad_norm, **kw)
         # The base class saved (and resolved) its own arguments, the seed among them.
         self.save_hyperparameters(*_KFAC_ARGUMENTS, "fisher_value_coef")
