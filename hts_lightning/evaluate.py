@@ -53,6 +53,7 @@ __all__ = [
 
 
 def build_evaluate_parser() -> argparse.ArgumentParser:
+    """The command line of ``hts-rl evaluate`` (``--help`` prints it)."""
     parser = argparse.ArgumentParser(
         prog="hts-rl evaluate",
         description="Play a trained policy for N episodes; print and log the raw return.",

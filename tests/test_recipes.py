@@ -37,6 +37,23 @@ def test_the_recipes_we_promise_exist():
     assert promised <= names
 
 
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.relative_to(RECIPE_DIR).as_posix())
+def test_a_recipe_opens_with_what_it_trains_its_result_and_its_docs(recipe):
+    header = []
+    for line in recipe.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    assert len(header) == 3, "three comment lines: what it trains, its result, its docs"
+    assert header[1].startswith("# Measured: ")
+    docs = header[2].removeprefix("# Docs: ")
+    page = RECIPE_DIR.parent / docs
+    assert page.is_file(), docs
+    assert recipe.relative_to(RECIPE_DIR).as_posix() in page.read_text(), (
+        f"{docs} says nothing of {recipe.name}"
+    )
+
+
 def test_football_recipes_use_the_papers_ppo_settings():
     paper = {
         "num_envs": 16,

@@ -17,7 +17,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 __all__ = ["DEFAULT_TRACKING_URI", "MLflowLogger", "resolve_tracking_uri"]
 
-#: The embedded store: a SQLite file in the working directory (MLflow 3 refuses ``file:``
+#: The embedded store, a SQLite file in the working directory (MLflow 3 refuses ``file:``
 #: stores by default). Its artifacts land in ``./mlruns``.
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
@@ -62,7 +62,8 @@ class MLflowLogger(MLFlowLogger):
             ``sqlite:///mlflow.db`` in the working directory.
         tags: extra run tags.
         save_dir: local folder for checkpoints
-            (``<save_dir>/<experiment id>/<run id>/checkpoints``); they are also logged to the run as artifacts.
+            (``<save_dir>/<experiment id>/<run id>/checkpoints``); they are also logged to the
+            run as artifacts.
         log_model: Lightning's: ``True`` logs the checkpoints as artifacts at the end of
             training, ``"all"`` whenever one is saved, ``False`` never.
         run_id: continue this run instead of starting one (``hts-rl fit --ckpt_path`` sets it
