@@ -43,6 +43,7 @@ SCRIPT_CLAIMS = {
     "training_throughput": "end_to_end",
     "lag_study": "learning",
     "same_parameters": "determinism",
+    "determinism": "determinism",
     "football_step_time": "football",
     "fig_variance": "paper",
     "fig_scaling": "paper",

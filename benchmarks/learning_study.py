@@ -84,6 +84,19 @@ STUDIES = {
             "current": ("--model.init_args.gradient_mode=current",),
             # No lag, the same engine, envs and seeds: the HTSCollector without its overlap.
             "no_overlap": ("--model.init_args.overlap=false",),
+            # CleanRL's loss (value clipping, advantages standardized per minibatch) with and
+            # without the lag.
+            "cleanrl_loss": (
+                "--model.init_args.clip_value=true",
+                "--model.init_args.normalize_minibatch_advantage=true",
+                "--model.init_args.normalize_advantage=false",
+            ),
+            "cleanrl_loss_no_overlap": (
+                "--model.init_args.overlap=false",
+                "--model.init_args.clip_value=true",
+                "--model.init_args.normalize_minibatch_advantage=true",
+                "--model.init_args.normalize_advantage=false",
+            ),
             # No lag: TorchRL's synchronous collector.
             "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
         },

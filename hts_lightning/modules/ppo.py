@@ -44,6 +44,11 @@ class PPO(OnPolicyModule):
         clip_epsilon: PPO's ratio clip.
         epochs: passes over each batch.
         minibatches: minibatches per pass (the batch's frames must divide evenly).
+        clip_value: clip the critic's change around its value at the start of the update by
+            ``clip_epsilon`` and take the larger of the two squared errors (CleanRL's and
+            OpenAI baselines' value clipping; TorchRL's ``clip_value``).
+        normalize_minibatch_advantage: standardize the advantages of each minibatch (CleanRL's
+            ``norm_adv``; ``normalize_advantage`` standardizes the whole batch's once).
 
     Example:
         >>> from lightning import Trainer
@@ -58,10 +63,21 @@ class PPO(OnPolicyModule):
     default_gradient_mode = "current"
     gradient_modes = ("delayed", "current", "decoupled")
 
-    def __init__(self, *, clip_epsilon: float = 0.2, epochs: int = 4, minibatches: int = 4, **kw):
+    def __init__(
+        self,
+        *,
+        clip_epsilon: float = 0.2,
+        epochs: int = 4,
+        minibatches: int = 4,
+        clip_value: bool = False,
+        normalize_minibatch_advantage: bool = False,
+        **kw,
+    ):
         super().__init__(**kw)
         # The base class saved (and resolved) its own arguments, the seed among them.
-        self.save_hyperparameters("clip_epsilon", "epochs", "minibatches")
+        self.save_hyperparameters(
+            "clip_epsilon", "epochs", "minibatches", "clip_value", "normalize_minibatch_advantage"
+        )
         if self.frames_per_batch % minibatches:
             raise ValueError(
                 f"minibatches={minibatches} must divide num_envs * sync_interval = "
@@ -75,6 +91,8 @@ class PPO(OnPolicyModule):
                 entropy_coeff=self.hparams.entropy_coef,
                 critic_coeff=self.hparams.value_coef,
                 loss_critic_type="l2",
+                clip_value=clip_epsilon if clip_value else None,
+                normalize_advantage=normalize_minibatch_advantage,
             )
         )
 
@@ -92,6 +110,8 @@ class PPO(OnPolicyModule):
             keys.sample_log_prob,
             keys.advantage,
             keys.value_target,
+            # The critic's values at the start of the update, which value clipping keeps near.
+            *([keys.value] if self.hparams.clip_value else []),
         ).reshape(-1)
         if self.gradient_mode == "decoupled":
             self._decouple(flat)

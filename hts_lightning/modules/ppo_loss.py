@@ -115,7 +115,8 @@ class LeanClipPPOLoss(ClipPPOLoss):
             finite = log_probs.clamp(min=torch.finfo(log_probs.dtype).min)
             row_entropy = -(finite * log_probs.exp()).sum(-1)
         inputs = (values[k] if k in values else tensordict.get(k) for k in critic.in_keys)
-        # ClipPPOLoss.loss_critic's term (no value clipping here), on the tensors.
+        # ClipPPOLoss.loss_critic's term (value clipping takes the TensorDict path), on the
+        # tensors.
         target = tensordict.get(self.tensor_keys.value_target)
         loss = distance_loss(target, critic.module(*inputs), self.loss_critic_type)
         return log_prob, row_entropy, self.critic_coeff * loss
@@ -143,6 +144,9 @@ class LeanClipPPOLoss(ClipPPOLoss):
                 f"LeanClipPPOLoss needs {self.tensor_keys.advantage!r} in its input: compute "
                 "it first (loss.value_estimator(batch))."
             )
+        if self.normalize_advantage and advantage.numel() > 1:
+            # Per minibatch, as ClipPPOLoss's normalize_advantage and CleanRL's norm_adv.
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
         behaviour_log_prob = tensordict.get(self.tensor_keys.sample_log_prob)
         log_prob, row_entropy, loss_critic = self._terms(tensordict)
         log_weight = (log_prob - behaviour_log_prob).unsqueeze(-1)

@@ -227,3 +227,46 @@ def test_lean_loss_per_row_diagnostics_average_to_the_forward_bitwise():
     assert list(means) == names
     assert torch.equal(torch.stack(list(means.values())), per_step.mean(0))
     assert 0 < float(means["clip_fraction"]) < 1
+
+
+def test_value_clipping_is_clip_ppo_losss_and_keeps_the_critic_near_its_start():
+    """PPO(clip_value=True): the critic term is TorchRL's ClipPPOLoss's clipped one (the larger
+    of the squared errors of the new value and of the value clipped around the batch's), so
+    its gradient vanishes where the value moved past the clip toward a farther target."""
+    from torchrl.objectives import ClipPPOLoss
+
+    module = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=16, seed=6,
+                 clip_epsilon=0.1, clip_value=True)  # fmt: skip
+    loss = module.loss_module
+    assert loss._tensor_path is None  # value clipping takes TensorDict's path
+    data = _clip_data(module, seed=5)
+    with torch.no_grad():
+        current = module.critic_head(module.actor(data.clone()))["state_value"]
+    data["state_value"] = current + 0.5 * torch.randn(current.shape)  # the start, moved away
+    reference = ClipPPOLoss(module.actor, module.critic_head, functional=False,
+                            loss_critic_type="l2", clip_epsilon=0.1, clip_value=0.1,
+                            critic_coeff=module.hparams.value_coef)  # fmt: skip
+    got, expected = loss(data.clone()), reference(data.clone())
+    torch.testing.assert_close(got["loss_critic"], expected["loss_critic"])
+    clipped = data["state_value"] + (current - data["state_value"]).clamp(-0.1, 0.1)
+    by_hand = torch.maximum(
+        (current - data["value_target"]) ** 2, (clipped - data["value_target"]) ** 2
+    ).mean()
+    torch.testing.assert_close(got["loss_critic"], module.hparams.value_coef * by_hand)
+    unclipped = module.hparams.value_coef * ((current - data["value_target"]) ** 2).mean()
+    assert float(got["loss_critic"]) > float(unclipped)  # the clip engaged
+
+
+def test_minibatch_advantage_normalization_standardizes_each_minibatch():
+    plain = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=16, seed=7)
+    normalized = PPO(env_id="CartPole-v1", num_envs=4, num_workers=0, sync_interval=16,
+                     seed=7, normalize_minibatch_advantage=True)  # fmt: skip
+    data = _clip_data(plain, seed=8)
+    data["advantage"] = 3.0 + 2.0 * data["advantage"]
+    standardized = data.clone()
+    advantage = data["advantage"]
+    standardized["advantage"] = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    got = normalized.loss_module(data.clone())["loss_objective"]
+    expected = plain.loss_module(standardized)["loss_objective"]
+    torch.testing.assert_close(got, expected)
+    assert not torch.allclose(got, plain.loss_module(data.clone())["loss_objective"])
