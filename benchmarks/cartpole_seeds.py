@@ -17,6 +17,7 @@ import os
 import time
 from pathlib import Path
 
+import _records as records
 import _runner as runner
 import torch
 import yaml
@@ -60,6 +61,7 @@ def main(argv=None) -> None:
         key, _, value = item.partition("=")
         kwargs[key] = yaml.safe_load(value)
     torch.set_num_threads(1)
+    rows = []
     for seed in args.seeds:
         module = cls(**dict(kwargs, seed=seed))
         reach = _Reach(args.target)
@@ -78,6 +80,16 @@ def main(argv=None) -> None:
             f"{' '.join(args.set)}\n  return_last_20 at {checkpoints}",
             flush=True,
         )
+        rows.append([seed, reach.reached_at or "not reached", f"{reach.best:.1f}", f"{wall:.0f}"])
+    records.write(
+        f"cartpole_seeds_{args.recipe.stem}",
+        title=f"{args.recipe.stem}: frames to a mean return of {args.target:g}, per seed",
+        claim="learning",
+        tables=[{"columns": ["seed", f"frames to {args.target:g}", "best mean return",
+                             "seconds"], "rows": rows}],
+        text=[f"`{args.recipe}` in one process (num_workers=0, the same batches as with "
+              f"workers), overrides: {' '.join(args.set) or 'none'}."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

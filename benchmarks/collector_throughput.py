@@ -92,12 +92,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"== {name}: {sizes}", flush=True)
         results[name] = collection.bench_env(cases[name], sizes, args.repeats)
     text = report.collection_section(results, sizes_by_env, args.repeats)
-    print(f"\n{text}\n\n(total {time.perf_counter() - started:.0f} s)")
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        with args.output.open("a") as out:
-            out.write(text + "\n\n")
-        print(f"appended to {args.output}")
+    print(f"(total {time.perf_counter() - started:.0f} s)")
+    report.emit(text, args.output, record="collector_throughput_" + "_".join(args.envs))
 
 
 if __name__ == "__main__":  # workers are spawned or forkserver'd: they re-import this module

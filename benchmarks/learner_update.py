@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import _plain_ppo as plain
+import _records as records
 import torch
 import yaml
 from lightning import Callback, Trainer
@@ -244,6 +245,20 @@ def main(argv=None) -> None:
         f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
+    records.write(
+        f"learner_update_{options.env}",
+        title=f"The PPO module's update against plain PyTorch, {options.env}",
+        claim="end_to_end",
+        tables=[{"columns": ["contender", "ms per update", "ms per optimizer step"],
+                 "rows": [["PPO module (Lightning, TorchRL loss)", f"{m * 1000:.1f}",
+                           f"{m / steps * 1000:.2f}"],
+                          ["plain PyTorch (benchmarks/_plain_ppo.py)", f"{p * 1000:.1f}",
+                           f"{p / steps * 1000:.2f}"]]}],
+        text=[f"{batch.numel()} frames, {steps} optimizer steps per update, "
+              f"{options.threads} torch thread(s), {options.clock} clock, median over "
+              f"{options.rounds} rounds of {options.updates} updates: module / plain = "
+              f"{m / p:.2f}."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

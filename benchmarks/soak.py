@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _records as records
 import psutil
 
 ROOT = Path(__file__).parents[1]
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     tail = rows[len(rows) // 4 :]
     mib = 2**20
     print(f"samples: {len(rows)} over {last[0] / 60:.1f} min; {last[5]} worker processes")
+    table = []
     for name, column, unit, scale in [
         ("main RSS", 1, "MiB", mib),
         ("workers RSS", 2, "MiB", mib),
@@ -109,6 +111,22 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}: {quarter[column] / scale:.1f} -> {last[column] / scale:.1f} {unit} "
             f"(after warm-up -> end); slope over the last 3/4: {per_hour:+.2f} {unit}/h"
         )
+        table.append(
+            [
+                name,
+                f"{quarter[column] / scale:.1f} {unit}",
+                f"{last[column] / scale:.1f} {unit}",
+                f"{per_hour:+.2f} {unit}/h",
+            ]
+        )
+    records.write(
+        "soak",
+        title=f"Soak: CartPole PPO for {last[0] / 60:.0f} minutes, memory and file descriptors",
+        claim="end_to_end",
+        tables=[{"columns": ["what", "after warm-up", "at the end", "slope, last 3/4"],
+                 "rows": table}],
+        text=[f"{len(rows)} samples, {last[5]} worker processes; samples in {args.output}."],
+    )  # fmt: skip
     return 0
 
 

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _records as records
 from _hts_fit import ROOT, hts_fit
 from lightning import Callback
 
@@ -77,12 +78,24 @@ def main(argv=None) -> None:
             load = os.getloadavg()[0]
             seconds[contender].append(_run(contender, work))
             print(f"{contender}: {seconds[contender][-1]:.2f} s (load {load:.2f})", flush=True)
+    rows = []
     for contender, values in seconds.items():
         print(
             f"{contender}: median {statistics.median(values):.2f} s "
             f"({', '.join(f'{v:.2f}' for v in values)})"
         )
+        rows.append([contender, f"{statistics.median(values):.2f}",
+                     ", ".join(f"{v:.2f}" for v in values)])  # fmt: skip
     print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    records.write(
+        "startup",
+        title="Start-up: `hts-rl fit` to its first batch, against its imports and bare Python",
+        claim="end_to_end",
+        tables=[{"columns": ["contender", "median s", "runs (s)"], "rows": rows}],
+        text=["fit: `hts-rl fit --config recipes/cartpole_ppo.yaml` from process start to its "
+              "first batch; imports: the same process's imports alone; python: an empty "
+              "interpreter. Contenders alternate."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
