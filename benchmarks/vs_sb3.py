@@ -1,4 +1,4 @@
-"""CartPole PPO: Stable-Baselines3 against ``hts-rl fit``, frames and wall seconds to solve.
+"""CartPole PPO or A2C: Stable-Baselines3 against ``hts-rl fit``, frames and seconds to solve.
 
 The same PPO settings on both sides (RL-Zoo's for CartPole-v1: 8 envs x 32 steps, 20 epochs
 of one 256-frame minibatch, lr 1e-3 decaying linearly, gamma 0.98, GAE lambda 0.8, clip 0.2,
@@ -9,7 +9,10 @@ process, seeds alternate between the contenders (which one goes first alternates
 each is timed from its process start to the line that says the mean return of its last 20
 episodes reached 475 (checked once per 256-frame batch on both sides), within 100k frames.
 ``--contenders`` may add ``sync``: the same recipe with TorchRL's ``Collector`` (no policy
-lag), to tell the lag's cost from the rest.
+lag), to tell the lag's cost from the rest. ``--algo a2c``: SB3's ``A2C("MlpPolicy")`` with
+RL Zoo's CartPole-v1 settings (8 envs, no entropy bonus, SB3's defaults otherwise: 5 steps,
+RMSprop, lr 7e-4, GAE lambda 1) against ``recipes/cartpole_a2c.yaml``, within RL Zoo's
+budget of 500k frames (checked every 40-frame batch on SB3's side).
 
     pip install -e ".[bench]"
     flock /tmp/hts-cpu.lock python benchmarks/vs_sb3.py --seeds 0 1 2 3 4
@@ -33,13 +36,16 @@ import _records as records
 import _report as reporting
 from _hts_fit import hts_fit
 
-TARGET, WINDOW, MAX_FRAMES = 475.0, 20, 100_000
+TARGET, WINDOW = 475.0, 20
+#: algorithm -> (hts-rl recipe, frame budget: RL Zoo's for A2C, 100k for PPO)
+ALGORITHMS = {"ppo": ("recipes/cartpole_ppo.yaml", 100_000),
+              "a2c": ("recipes/cartpole_a2c.yaml", 500_000)}  # fmt: skip
 _REACHED = re.compile(r"reached \S+ \(\S+\) at ([\d,]+) frames")
 
 
-def _sb3_child(seed: int) -> None:
+def _sb3_child(seed: int, algo: str) -> None:
     """One SB3 run (in its own process): prints the same line as StopAtReturn."""
-    from stable_baselines3 import PPO
+    from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -60,6 +66,11 @@ def _sb3_child(seed: int) -> None:
                 )
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    budget = ALGORITHMS[algo][1]
+    if algo == "a2c":
+        model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu")
+        model.learn(total_timesteps=budget, callback=Reach())
+        return
     model = PPO(
         "MlpPolicy",
         env,
@@ -75,14 +86,15 @@ def _sb3_child(seed: int) -> None:
         seed=seed,
         device="cpu",
     )
-    model.learn(total_timesteps=MAX_FRAMES, callback=Reach())
+    model.learn(total_timesteps=budget, callback=Reach())
 
 
-def _command(contender: str, seed: int, hts_args: list[str]) -> list[str]:
+def _command(contender: str, seed: int, hts_args: list[str], algo: str) -> list[str]:
     if contender == "sb3":
-        return [sys.executable, __file__, "--sb3-child", str(seed)]
+        return [sys.executable, __file__, "--sb3-child", str(seed), "--algo", algo]
     command = hts_fit(
-        "recipes/cartpole_ppo.yaml",
+        ALGORITHMS[algo][0],
+        f"--model.init_args.total_frames={ALGORITHMS[algo][1]}",
         "--trainer.callbacks+=hts_lightning.callbacks.StopAtReturn",
         f"--trainer.callbacks.target={TARGET}",
         f"--trainer.callbacks.window={WINDOW}",
@@ -120,12 +132,13 @@ def _median(values: list) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--algo", choices=sorted(ALGORITHMS), default="ppo")
     parser.add_argument("--contenders", nargs="+", default=["sb3", "hts"])
     parser.add_argument("--hts-args", nargs=argparse.REMAINDER, default=[])
     parser.add_argument("--sb3-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sb3_child is not None:
-        _sb3_child(args.sb3_child)
+        _sb3_child(args.sb3_child, args.algo)
         return
     work = Path(tempfile.mkdtemp(prefix="vs_sb3-"))
     print(f"machine: {os.cpu_count()} cores; runs in {work}; hts args {args.hts_args}")
@@ -134,7 +147,8 @@ def main(argv=None) -> None:
         order = args.contenders if index % 2 == 0 else args.contenders[::-1]
         for contender in order:
             load = os.getloadavg()[0]
-            frames, reached, total = _run(_command(contender, seed, args.hts_args), work)
+            command = _command(contender, seed, args.hts_args, args.algo)
+            frames, reached, total = _run(command, work)
             results[contender].append((seed, frames, reached, total, load))
             hit = f"{frames:,} frames, {reached:.1f} s" if frames else "not reached"
             print(f"seed {seed} {contender}: {hit} (process {total:.1f} s, load {load:.2f})")
@@ -151,13 +165,16 @@ def main(argv=None) -> None:
                      _median([r[2] for r in solved]), per_seed])  # fmt: skip
     print("\n" + "\n".join(reporting.markdown_table(columns, rows)))
     print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    recipe, budget = ALGORITHMS[args.algo]
     records.write(
-        "vs_sb3_" + "_".join(args.contenders),
-        title="CartPole PPO against Stable-Baselines3: frames and seconds to a mean return of 475",
+        f"vs_sb3_{args.algo}_" + "_".join(args.contenders),
+        title=f"CartPole {args.algo.upper()} against Stable-Baselines3: frames and seconds to a "
+        "mean return of 475",
         tables=[{"columns": columns, "rows": rows}],
-        text=[f"RL Zoo's PPO settings on both sides; seeds {args.seeds}, alternating; each run "
-              "a fresh process timed from its start to the 20-episode mean reaching 475, "
-              f"within 100k frames. hts-rl extra arguments: {args.hts_args or 'none'}."],
+        text=[f"RL Zoo's {args.algo.upper()} settings on SB3's side, `{recipe}` on hts-rl's; "
+              f"seeds {args.seeds}, alternating; each run a fresh process timed from its start "
+              f"to the 20-episode mean reaching 475, within {budget:,} frames. hts-rl extra "
+              f"arguments: {args.hts_args or 'none'}."],
     )  # fmt: skip
 
 
