@@ -211,7 +211,9 @@ class OnPolicyModule(LightningModule):
         choices.check_on_env_error(on_env_error)
         choices.check_lr_schedule(lr_schedule)
         choices.check_optimizer(optimizer)
-        choices.check_replicas_per_worker(num_envs, num_workers)
+        if not (collector == "hts" and env_backend == "envpool"):
+            # envpool's threads take any env whenever free: no blocks of replicas to divide.
+            choices.check_replicas_per_worker(num_envs, num_workers)
         check_hts_options(
             collector, on_env_error=on_env_error, worker_niceness=worker_niceness, overlap=overlap
         )

@@ -15,7 +15,7 @@ import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 
-from hts_lightning import CountingEnv, HTSCollector
+from hts_lightning import PPO, CountingEnv, HTSCollector
 from hts_lightning.envs import env_factory
 from hts_lightning.models import make_actor_critic
 from tests.collectors.policies import (
@@ -421,3 +421,17 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
         public.send(action, info["env_id"])
         calls.send(action, got[0])
     assert env_id != "CartPole-v1" or ended > 0  # the resets were compared too
+
+
+def test_a_module_takes_any_thread_count_for_envpool_and_still_divides_python_workers():
+    """envpool's threads take any env: 3 threads for 8 replicas train; 3 Python worker
+    processes for 8 replicas are refused, naming the fix."""
+    from lightning import Trainer
+
+    module = PPO(env_id="CartPole-v1", env_backend="envpool", num_envs=8, num_workers=3,
+                 sync_interval=8, total_frames=64 * 2, epochs=1, minibatches=1)  # fmt: skip
+    Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False).fit(module)  # fmt: skip
+    assert module.updates == 2
+    with pytest.raises(ValueError, match="num_workers"):
+        PPO(env_id="CartPole-v1", num_envs=8, num_workers=3)
