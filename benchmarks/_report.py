@@ -62,7 +62,11 @@ def machine_line() -> str:
 
 
 def command_line() -> str:
-    return shlex.join(["python", os.path.relpath(sys.argv[0]), *sys.argv[1:]])
+    """The benchmark's command, run from the repository's root."""
+    script = Path(sys.argv[0]).resolve()
+    root = Path(__file__).resolve().parents[1]
+    shown = script.relative_to(root) if script.is_relative_to(root) else script
+    return shlex.join(["python", str(shown), *sys.argv[1:]])
 
 
 def section(title: str, settings: str, table: list[str], plots: list[Path]) -> str:

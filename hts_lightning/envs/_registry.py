@@ -44,7 +44,7 @@ def check_football_installed() -> None:
             f"is not installed. gfootball {GFOOTBALL_VERSION} has no wheels: it is built from "
             "source (about 6 minutes on 2 cores; apt packages, so run as root). From the "
             f"repository root run\n    {FOOTBALL_INSTALL_COMMAND}\n(its argument is the venv "
-            "to install into; see README, 'Google Research Football')."
+            "to install into; see docs/guides/football.md)."
         )
 
 

@@ -220,8 +220,8 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
     """The envpool version of ``env_factory(env_id, **env_kwargs)``, checked now.
 
     ``"ALE/..."`` ids take :func:`make_atari_env`'s keyword arguments, mapped onto envpool's
-    options (the differences are listed in the README, "envpool backend"); other ids are
-    envpool's classic-control envs and take none.
+    options (the differences are listed in docs/guides/envpool.md); other ids are
+    envpool's classic-control and MuJoCo envs and take none.
 
     Example:
         >>> make = envpool_factory("CartPole-v1")
