@@ -104,8 +104,8 @@ class HTSCollector(BaseCollector):
             threads differs in the last bits, so a count that followed ``num_workers`` would
             break the bitwise equality of runs across worker counts on machines of more than
             2 cores), or every usable core when the worker processes run at a lower priority
-            (``worker_niceness`` > 0: they take what the learner leaves; not envpool's
-            threads, which share the learner's priority).
+            (``worker_niceness`` > 0: they take what the learner leaves; envpool's threads
+            too where they live in the worker processes, not with ``inference="main"``).
         mp_start_method: start method of the worker processes.
         on_env_error: what an exception in an env's step does. ``"raise"`` (default): the
             iterator raises :class:`EnvReplicaError` naming the replica and the env's traceback.
@@ -125,19 +125,21 @@ class HTSCollector(BaseCollector):
             faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). Beside other
             people's processes niced workers get only what those leave (CartPole PPO on
             Python envs collected ~66 frames/s on a busy shared machine). It changes only the
-            timing, never the data. With the envpool backend it applies to its one worker
-            process, not to envpool's threads.
+            timing, never the data. With the envpool backend it applies to the worker
+            processes and the envpool threads they start (threads inherit their creator's
+            niceness); with ``inference="main"`` the pool's threads run in this process.
         backend: how replicas are stepped. ``"python"``: each replica is a TorchRL env in a
             worker process (or this one). ``"envpool"``: the native backend, for an
             :class:`~hts_lightning.envs.envpool.EnvpoolFactory` (``env_factory(..., backend=
-            "envpool")``): all replicas are envs of one envpool stepped by ``num_workers`` C++
-            threads (one for ``num_workers=0``, which collects in the caller's thread without
-            overlap), and the policy acts on the ready ones: ``inference="workers"`` in one
-            worker process that owns the pool (the CPU default: the learner's process keeps
-            its GIL), ``"main"`` in a thread of this process (a GPU). Each env gets its
-            replica's seed, as on the Python path (envpool's per-env seeds), so both backends
-            give the same batches (tested). envpool cannot save an env's state: a resumed
-            collector re-seeds every replica as for any env without state
+            "envpool")``): the replicas are envs of envpools stepped by ``num_workers`` C++
+            threads in all (one for ``num_workers=0``, which collects in the caller's thread
+            without overlap), and the policy acts on the ready ones: with
+            ``inference="workers"`` (the CPU default: the learner's process keeps its GIL)
+            in worker processes that each own a pool of their replicas, with ``"main"`` (a
+            GPU) in a thread of this process over one pool. Each env gets its replica's seed,
+            as on the Python path (envpool's per-env seeds), so both paths give the same
+            batches over the same envs (tested). envpool cannot save an env's state: a
+            resumed collector re-seeds every replica as for any env without state
             (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
             available.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
@@ -583,7 +585,10 @@ class HTSCollector(BaseCollector):
         ``num_workers`` (see ``num_threads``), and a thread per core beside workers of equal
         priority oversubscribed 2 cores (a CartPole PPO update measured 10x slower).
         """
-        niced_workers = self.worker_niceness > 0 and self.backend != "envpool"
+        # envpool's threads are niced with the worker processes that start them; with main
+        # inference they run in this process, at the learner's priority.
+        pool_here = self.backend == "envpool" and self.inference == "main"
+        niced_workers = self.worker_niceness > 0 and not pool_here
         return cores if niced_workers else max(1, cores - 1)
 
     def _replica_start_states(self, env_seeds: list[int]) -> list:

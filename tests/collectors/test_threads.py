@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
+from pathlib import Path
 
 import psutil
 import pytest
@@ -231,3 +232,41 @@ def test_a_convolutional_learner_takes_every_core_and_an_mlp_leaves_one(
     finally:
         torch.set_num_threads(before)
     assert seen == [[8 if takes_every_core else 7], [2]]
+
+
+def _nice(stat: Path) -> int:
+    """A task's nice value: field 19 of its stat line (counted after the command's ")")."""
+    return int(stat.read_text().rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.parametrize("inference", ["workers", "main"])
+def test_envpools_threads_run_at_the_priority_of_the_process_that_starts_them(inference):
+    """In niced worker processes envpool's threads are niced too (threads inherit their
+    creator's niceness), so the learner takes every core; with main inference the pool runs
+    in the learner's process and the learner leaves collection a core."""
+    from hts_lightning.envs import env_factory
+
+    make = env_factory("CartPole-v1", backend="envpool")
+    before = torch.get_num_threads()
+    try:
+        with HTSCollector(make, sampling_policy(in_features=4), num_envs=4, num_workers=2,
+                          sync_interval=4, inference=inference,
+                          worker_niceness=10) as collector:  # fmt: skip
+            next(iter(collector))
+            threads = torch.get_num_threads()
+            workers = worker_processes()
+            niced = [
+                _nice(Path(f"/proc/{w.pid}/task/{task}/stat"))
+                for w in workers
+                for task in os.listdir(f"/proc/{w.pid}/task")
+            ]
+    finally:
+        torch.set_num_threads(before)
+    cores = len(os.sched_getaffinity(0))
+    if inference == "workers":
+        base = psutil.Process().nice()
+        assert len(niced) > len(workers)  # the pools' threads beside the processes' own
+        assert set(niced) == {min(19, base + 10)}
+        assert threads == cores
+    else:
+        assert threads == max(1, cores - 1)
