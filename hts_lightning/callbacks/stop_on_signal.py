@@ -11,6 +11,8 @@ import torch
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from hts_lightning._compat import request_stop_after_batch
+
 __all__ = ["StopOnSignal", "stop_at_once_while"]
 
 # Depth of the waits in progress, in the main thread, where a stop signal may end the run at
@@ -45,7 +47,7 @@ def _raise_sigterm_after_this_batch(trainer: Trainer) -> None:
     ``Trainer.received_sigterm`` is public but read-only; its value is the signal connector's
     flag. No public setter exists (checked against Lightning 2.6.6): this is the one adapter.
     """
-    trainer._signal_connector.received_sigterm = True
+    request_stop_after_batch(trainer)
 
 
 class StopOnSignal(Callback):

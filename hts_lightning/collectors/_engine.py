@@ -25,6 +25,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from hts_lightning._compat import default_validate_args
 from hts_lightning.collectors._sampling import (
     gumbel_argmax,
     minus_gumbel,
@@ -241,7 +242,7 @@ class _CapturedStep:
         self._inputs = td.to(device).clone()
         self._uniform = None if uniform is None else uniform.to(device).clone()
         self._keys = leaf_keys(self._inputs)
-        validate = torch.distributions.Distribution._validate_args  # the default in force
+        validate = default_validate_args()
         torch.distributions.Distribution.set_default_validate_args(False)
         try:
             side = torch.cuda.Stream(device)

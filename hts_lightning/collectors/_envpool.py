@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from tensordict import TensorDictBase
 
+from hts_lightning._compat import envpool_recv, envpool_send
 from hts_lightning.envs.envpool import EnvpoolFactory
 
 _ROOT_KEYS = ("observation", "done", "terminated", "truncated", "episode_reward", "step_count")
@@ -255,14 +256,14 @@ class _PoolCalls:
             self._pool.send(action, env)
             return
         arrays = (env, env, action)
-        self._pool._send([arrays[i] for i in self._order])
+        envpool_send(self._pool, [arrays[i] for i in self._order])
 
     def recv(self) -> tuple:
         """``(env_id, observation, reward, terminated, truncated)`` of one ``recv``."""
         if not self._raw:
             observation, reward, terminated, truncated, info = self._pool.recv()
             return info["env_id"], observation, reward, terminated, truncated
-        state = self._pool._recv()
+        state = envpool_recv(self._pool)
         env, observation, reward, done, truncated = (state[i] for i in self._at)
         return env, observation, reward, done & ~truncated, truncated
 

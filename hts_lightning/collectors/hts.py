@@ -19,6 +19,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType
 
+from hts_lightning._compat import clear_module_hooks
 from hts_lightning.choices import Backend, InferenceMode, OnEnvError
 from hts_lightning.collectors._backends import build_backend
 from hts_lightning.collectors._checks import (
@@ -672,10 +673,7 @@ def _without_hooks(module: nn.Module) -> nn.Module:
     """The inference copy drops the learner's module hooks (K-FAC's statistics, profilers):
     they belong to the learner, and closures in them cannot travel to worker processes."""
     for submodule in module.modules():
-        submodule._forward_hooks.clear()
-        submodule._forward_pre_hooks.clear()
-        submodule._backward_hooks.clear()
-        submodule._backward_pre_hooks.clear()
+        clear_module_hooks(submodule)
     return module
 
 

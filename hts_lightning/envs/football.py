@@ -11,6 +11,7 @@ from torchrl.data import Unbounded
 from torchrl.envs import GymWrapper, TransformedEnv
 from torchrl.envs.gym_like import default_info_dict_reader
 
+from hts_lightning._compat import football_config
 from hts_lightning.envs._registry import check_football_scenario, with_episode_stats
 
 __all__ = ["PAPER_SCENARIOS", "make_football_env"]
@@ -61,7 +62,7 @@ class _GymnasiumFootball(gymnasium.Env):
                 number_of_left_players_agent_controls=players,
                 other_config_options={"game_engine_random_seed": 0},
             )
-        self._config = self._env.unwrapped._config
+        self._config = football_config(self._env)
         self._channels_first = channels_first
         self._players = players
         space = self._env.observation_space  # its bounds laid out as the observations are

@@ -34,6 +34,7 @@ from torchrl.envs import (
 )
 from torchrl.envs.gym_like import GymLikeEnv
 
+from hts_lightning._compat import gym_like_env
 from hts_lightning.envs.transforms import ClipActions
 
 __all__ = ["load_env_state", "save_env_state"]
@@ -68,8 +69,8 @@ def save_env_state(env: EnvBase) -> Any | None:
         base = base.base_env
     if callable(getattr(base, "snapshot", None)):
         return ("own", base.snapshot())
-    if isinstance(base, GymLikeEnv) and _gymnasium_supported(base._env):
-        return ("gymnasium", [_layer_state(layer) for layer in _layers(base._env)])
+    if isinstance(base, GymLikeEnv) and _gymnasium_supported(gym_like_env(base)):
+        return ("gymnasium", [_layer_state(layer) for layer in _layers(gym_like_env(base))])
     return None
 
 
@@ -82,7 +83,7 @@ def load_env_state(env: EnvBase, state: Any) -> None:
     if kind == "own":
         base.restore(payload)
         return
-    layers = _layers(base._env)
+    layers = _layers(gym_like_env(base))
     if len(layers) != len(payload):
         raise ValueError(
             f"The env state has {len(payload)} gymnasium layers, this env {len(layers)}: it was "

@@ -15,6 +15,8 @@ from tensordict.nn import (
 from torchrl.envs.utils import exploration_type, set_exploration_type
 from torchrl.modules.distributions import OneHotCategorical
 
+from hts_lightning._compat import has_forward_hooks, module_kwargs
+
 __all__ = ["TensorChain", "plain"]
 
 
@@ -128,12 +130,11 @@ def plain(module) -> bool:
         and type(module).forward is TensorDictModule.forward
         and module.method is None
         and not module.method_kwargs
-        and module._kwargs is None
+        and module_kwargs(module) is None
         and module.inplace is True
         and list(module.out_keys_source) == list(module.out_keys)
         and all(isinstance(k, str) for k in (*module.in_keys, *module.out_keys))
-        and not module._forward_hooks
-        and not module._forward_pre_hooks
+        and not has_forward_hooks(module)
     )
 
 

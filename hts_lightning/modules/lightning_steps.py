@@ -8,6 +8,8 @@ from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.plugins.precision import Precision
 from lightning.pytorch.strategies import DDPStrategy, Strategy
 
+from hts_lightning._compat import optimizer_step_callbacks, strategy_model_averager
+
 __all__ = ["LightningSteps"]
 
 #: The hooks ``manual_backward`` and ``LightningOptimizer.step`` call around every step.
@@ -75,8 +77,7 @@ class LightningSteps:
 
     def step(self, optimizer: LightningOptimizer) -> None:
         """``optimizer.step()``."""
-        before = getattr(optimizer, "_on_before_step", None)
-        after = getattr(optimizer, "_on_after_step", None)
+        before, after = optimizer_step_callbacks(optimizer)
         if not self.direct or before is None or after is None:
             optimizer.step()
             return
@@ -93,7 +94,7 @@ def _hooks_are_no_ops(trainer: Trainer, module: LightningModule) -> bool:
     strategy = trainer.strategy
     plain_step = type(strategy).optimizer_step is Strategy.optimizer_step or (
         type(strategy).optimizer_step is DDPStrategy.optimizer_step
-        and getattr(strategy, "_model_averager", None) is None
+        and strategy_model_averager(strategy) is None
     )
     return (
         plain_step

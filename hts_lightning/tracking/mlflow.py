@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from lightning.fabric.utilities.logger import _convert_params, _flatten_dict
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from hts_lightning._compat import flatten_params
 
 __all__ = ["DEFAULT_TRACKING_URI", "MLflowLogger", "resolve_tracking_uri"]
 
@@ -193,7 +194,7 @@ class MLflowLogger(MLFlowLogger):
         (MLflow params cannot change; the resumed config is logged as an artifact)."""
         from mlflow.entities import Param
 
-        flat = _flatten_dict(_convert_params(params))
+        flat = flatten_params(params)
         existing = self.experiment.get_run(self.run_id).data.params
         new = []
         for key, value in flat.items():
