@@ -29,6 +29,7 @@ CLAIMS = {
     "determinism": "Determinism",
     "football": "Google Research Football",
     "paper": "The paper's figures on this machine",
+    "probes": "Probes: where the time and the bits go",
 }
 
 #: The claim of each benchmark script's records.

@@ -17,6 +17,7 @@ import os
 import statistics
 import time
 
+import _records as records
 import torch
 
 from hts_lightning.models import NatureCNN
@@ -50,6 +51,7 @@ def main(argv=None) -> None:
         "learner: forward + backward, 512 frames": lambda net: net(frames).sum().backward(),
         "collector: inference, 8 frames": lambda net: torch.no_grad()(net)(frames[:8]),
     }
+    rows = []
     for task, call in tasks.items():
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in layouts}
         for repeat in range(options.repeats + 1):
@@ -69,6 +71,15 @@ def main(argv=None) -> None:
             f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())}",
             flush=True,
         )
+        rows += [[task, name, f"{wall[name] * 1000:.1f}", f"{cpu[name] * 1000:.1f}"]
+                 for name in wall]  # fmt: skip
+    records.write(
+        f"conv_layout_{options.threads}threads",
+        title=f"Nature CNN memory layout, {options.threads} torch thread(s)",
+        claim="probes",
+        tables=[{"columns": ["task", "layout", "ms wall", "ms CPU"], "rows": rows}],
+        text=[f"Median of {options.repeats} timed calls after one warm-up call each."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

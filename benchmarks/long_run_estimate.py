@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _records as records
 from _hts_fit import ROOT, hts_fit
 
 LOCK = Path("/tmp/hts-cpu.lock")
@@ -73,6 +74,15 @@ def main(argv=None) -> None:
     )
     for frames in args.frames:
         print(f"  {frames:,.0f} frames: {frames / rate / 3600:.1f} h at that rate")
+    records.write(
+        f"long_run_estimate_{Path(args.recipe).stem}",
+        title=f"How long a long run of {Path(args.recipe).name} takes here",
+        claim="probes",
+        tables=[{"columns": ["frames", "hours at the steady rate"],
+                 "rows": [[f"{f:,.0f}", f"{f / rate / 3600:.1f}"] for f in args.frames]}],
+        text=[f"Steady {rate:.0f} frames/s over {history[-1][0]:,} frames of a {seconds:.0f} s "
+              f"process; overrides: {' '.join(args.set) or 'none'}."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

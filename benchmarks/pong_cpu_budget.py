@@ -16,6 +16,7 @@ import argparse
 import os
 import time
 
+import _records as records
 import native_throughput as contenders
 import numpy as np
 import torch
@@ -65,6 +66,7 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     torch.set_num_threads(1)
     model = contenders.make_model(contenders.GAMES["pong"])
+    rows = []
     for round_ in range(rounds):
         env_ms, observation = envpool_cpu_ms()
         policy_ms = policy_cpu_ms(model, observation)
@@ -80,6 +82,16 @@ def main() -> None:
             f"({hand / ceiling:.2f}); load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        rows.append([round_ + 1, f"{env_ms:.3f}", f"{policy_ms:.3f}", f"{ceiling:.0f}",
+                     f"{multi_sync:.0f}", f"{hts:.0f}", f"{hand:.0f}"])  # fmt: skip
+    records.write(
+        "pong_cpu_budget",
+        title=f"Pong collection against its CPU ceiling on {cores} cores",
+        claim="probes",
+        tables=[{"columns": ["round", "envpool CPU ms a frame", "policy CPU ms a frame",
+                             "ceiling frames/s", "MultiSync", "HTS envpool", "hand loop"],
+                 "rows": rows}],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":  # MultiSyncCollector's workers re-import this file

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+import _records as records
+
 MODES = ("unset", "AUTO", "AUTO,STRICT", "AVX2", "COMPATIBLE")
 SHAPES = ((8, 64), (8, 6), (8, 100), (6, 100), (8, 18))
 
@@ -90,6 +92,7 @@ def main() -> None:
         print(_actor_and_matmul(args.trials))
         return
     print("| MKL_CBWR | CartPole actor, 8 rows, 1 thread |\n|---|---|")
+    modes = []
     for mode in MODES:
         env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
         # hts_lightning sets AUTO,STRICT where MKL_CBWR is absent; MKL reads empty as unset.
@@ -97,9 +100,21 @@ def main() -> None:
         command = [sys.executable, __file__, "--one-mode", "--trials", str(args.trials)]
         out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
         print(f"| {mode} | {out.stdout.strip()} |")
+        modes.append([mode, out.stdout.strip()])
     print(f"\nRolled by one row, changed trials of {args.trials // 2} (no MKL in these):\n")
     print("| rows x width | ops |\n|---|---|")
-    print("\n".join(_elementwise(args.trials // 2)))
+    elementwise = _elementwise(args.trials // 2)
+    print("\n".join(elementwise))
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in elementwise]
+    records.write(
+        "row_place",
+        title="Do a row's results depend on its place in the batch?",
+        claim="probes",
+        tables=[{"columns": ["MKL_CBWR", "CartPole actor, 8 rows, 1 thread"], "rows": modes},
+                {"columns": ["rows x width", "ops"], "rows": cells}],
+        text=[f"Rolled by one row, changed trials of {args.trials // 2} (no MKL in the "
+              "second table)."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
