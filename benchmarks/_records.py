@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -53,16 +55,26 @@ SCRIPT_CLAIMS = {
 }
 
 
-def _machine() -> str:
-    import _report
+def machine_line() -> str:
+    """Cores, architecture, GPU and the versions that matter, in one line."""
+    import lightning
+    import torch
+    import torchrl
 
-    return _report.machine_line()
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+
+    return (
+        f"{os.cpu_count()} CPU cores ({platform.machine()}), {gpu}; python "
+        f"{platform.python_version()}, torch {torch.__version__}, torchrl {torchrl.__version__}, "
+        f"lightning {lightning.__version__}"
+    )
 
 
-def _command() -> str:
-    import _report
-
-    return _report.command_line()
+def command_line() -> str:
+    """The benchmark's command, run from the repository's root."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    return shlex.join(["python", str(shown), *sys.argv[1:]])
 
 
 def write(
@@ -85,9 +97,9 @@ def write(
         "claim": claim,
         "title": title,
         "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "machine": _machine(),
+        "machine": machine_line(),
         "load_after": [round(x, 2) for x in os.getloadavg()],
-        "command": _command(),
+        "command": command_line(),
         "tables": [{"columns": list(t["columns"]), "rows": [list(r) for r in t["rows"]]}
                    for t in tables],
         "text": list(text),

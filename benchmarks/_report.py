@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import _collection as collection
 import _records as records
-import torch
+from _records import command_line, machine_line
 from _runner import Run
 
 PLOTS = Path(__file__).parent / "plots"
@@ -47,26 +45,6 @@ def announce(run: Run) -> None:
 
 def load_str(load: tuple[float, float, float]) -> str:
     return "/".join(f"{x:.1f}" for x in load)
-
-
-def machine_line() -> str:
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    import lightning
-    import torchrl
-
-    return (
-        f"{os.cpu_count()} CPU cores ({platform.machine()}), {gpu}; python "
-        f"{platform.python_version()}, torch {torch.__version__}, torchrl {torchrl.__version__}, "
-        f"lightning {lightning.__version__}"
-    )
-
-
-def command_line() -> str:
-    """The benchmark's command, run from the repository's root."""
-    script = Path(sys.argv[0]).resolve()
-    root = Path(__file__).resolve().parents[1]
-    shown = script.relative_to(root) if script.is_relative_to(root) else script
-    return shlex.join(["python", str(shown), *sys.argv[1:]])
 
 
 def section(title: str, settings: str, table: list[str], plots: list[Path]) -> str:
