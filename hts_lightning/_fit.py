@@ -27,9 +27,9 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from hts_lightning._text import plain_text
 from hts_lightning.callbacks import StopOnSignal, UpdateCheckpoint
 from hts_lightning.checkpoint import read_checkpoint
-from hts_lightning.cli import plain_text
 from hts_lightning.collectors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.modules import OnPolicyModule
 from hts_lightning.tracking import MLflowTracking, SaveConfigToMLflow
