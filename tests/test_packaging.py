@@ -92,3 +92,9 @@ def test_football_script_installs_the_football_extra():
     main_command, test_command = _readme_commands()
     assert "install_football.sh" not in main_command
     assert "scripts/install_football.sh .venv && .venv/bin/python -m pytest" in test_command
+
+
+def test_the_getting_started_page_gives_the_readmes_commands():
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    for command in _readme_commands():
+        assert command in page, f"docs/getting-started.md lacks: {command}"
