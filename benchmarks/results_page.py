@@ -10,6 +10,7 @@ claim. Nothing on the page is written by hand; the tests check that it is up to 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -41,6 +42,68 @@ def _table(table: dict) -> list[str]:
     return lines
 
 
+#: Columns a record's plot draws, by preference: the first one a table has.
+PLOTTED = ("frames/s", "frames/s per run", "median frames", "steps/s")
+PLOTS = records.ROOT / "benchmarks" / "plots"
+
+
+def _number(cell) -> float | None:
+    """The mean of the numbers in a cell ("1711, 1756" -> 1733.5), None if it has none."""
+    found = [float(x.replace(",", "")) for x in re.findall(r"-?\d[\d,]*\.?\d*", str(cell))]
+    found = [x for x in found if x == x]  # no NaN
+    return sum(found) / len(found) if found else None
+
+
+def _plotted(record: dict) -> tuple[list[str], list[float], str] | None:
+    """(labels, values, column) of the record's plot, or None when no table has a column of
+    PLOTTED (equality tables, probes)."""
+    for table in record["tables"]:
+        columns = table["columns"]
+        column = next((c for c in PLOTTED if c in columns), None)
+        if column is None:
+            continue
+        at = columns.index(column)
+        labels, values = [], []
+        for row in table["rows"]:
+            value = _number(row[at])
+            if value is not None:
+                labels.append(" / ".join(str(c) for c in row[: min(at, 2)]))
+                values.append(value)
+        return (labels, values, column) if values else None
+    return None
+
+
+def _plot_path(record: dict) -> Path:
+    return PLOTS / f"record_{record['name']}.png"
+
+
+def draw(record: dict) -> None:
+    """The record's bar chart, beside its tables on the page."""
+    labels, values, column = _plotted(record)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(8, 0.35 * len(values) + 1.2))
+    axis.barh(range(len(values)), values, color="tab:blue")
+    axis.set_yticks(range(len(values)), labels, fontsize=8)
+    axis.invert_yaxis()
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) > 20 * min(positive):  # several envs' scales: log
+        axis.set_xscale("log")
+        column += " (log scale)"
+    axis.set_xlabel(column)
+    for y, value in enumerate(values):
+        axis.annotate(f"{value:,.0f}", (value, y), xytext=(3, 0), textcoords="offset points",
+                      va="center", fontsize=7)  # fmt: skip
+    axis.set_title(record["title"][:90], fontsize=9)
+    fig.tight_layout()
+    PLOTS.mkdir(exist_ok=True)
+    fig.savefig(_plot_path(record), dpi=90)
+    plt.close(fig)
+
+
 def _record(record: dict) -> list[str]:
     lines = [f"### {record['title']}", ""]
     lines += [f"{record['utc']} UTC; {record['machine']}; load after "
@@ -50,6 +113,9 @@ def _record(record: dict) -> list[str]:
     for paragraph in record["text"]:
         lines += [paragraph, ""]
     lines += [f"![{Path(p).stem}]({TO_ROOT}{p})" for p in record["plots"]]
+    if not record["plots"] and _plotted(record):
+        plot = _plot_path(record).relative_to(records.ROOT)
+        lines += [f"![{record['name']}]({TO_ROOT}{plot})"]
     lines += ["", "```bash", record["command"], "```", ""]
     return lines
 
@@ -87,6 +153,9 @@ def main() -> None:
         if PAGE.read_text() != text:
             raise SystemExit(f"{PAGE} is out of date: run python benchmarks/results_page.py")
         return
+    for record in records.load_all():
+        if not record["plots"] and _plotted(record):
+            draw(record)
     PAGE.write_text(text)
     print(f"wrote {PAGE.relative_to(records.ROOT)}")
 
