@@ -278,6 +278,10 @@ class HTSCollector(BaseCollector):
             raise RuntimeError("This HTSCollector was shut down; create a new one.")
         self._start()
         while not self._finished:
+            if self._between_batches:  # without overlap: the consumer asks for the next one
+                self._between_batches = False
+                self._take_up_staged_weights()
+                self._start_batch(self._batches_yielded % 2)
             try:
                 self._backend.wait()
             except (EnvReplicaError, WorkerDiedError) as error:
@@ -300,10 +304,6 @@ class HTSCollector(BaseCollector):
             self._noise_states = [g.get_state() for g in self._noise_generators]
             self._between_batches = True
             yield finished.clone()
-            self._between_batches = False
-            self._take_up_staged_weights()
-            if not self._finished:
-                self._start_batch(self._batches_yielded % 2)
         self.shutdown()
 
     def update_policy_weights_(

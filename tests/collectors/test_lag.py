@@ -212,3 +212,31 @@ def test_overlap_must_be_a_bool_and_is_the_htscollectors_alone():
         HTSCollector(CountingEnv, sampling_policy(), num_envs=2, sync_interval=4, overlap="no")
     with pytest.raises(ValueError, match="overlap=False needs collector='hts'"):
         PPO(env_id="CartPole-v1", num_envs=2, num_workers=1, collector="sync", overlap=False)
+
+
+def test_without_overlap_a_new_iterator_goes_on_with_the_next_batch():
+    """A loop that breaks between batches and iterates again: the next batch starts then,
+    with the weights sent meanwhile (nothing was in flight to wait for)."""
+    policy = weight_readable_policy(num_actions=4)
+    set_choice(policy, 0)
+    with HTSCollector(
+        partial(CountingEnv, max_count=5, num_actions=4),
+        policy,
+        num_envs=2,
+        num_workers=1,
+        frames_per_batch=2 * 4,
+        total_frames=2 * 4 * 4,
+        overlap=False,
+    ) as collector:
+        versions = []
+        for batch in collector:
+            versions.append(int(batch["policy_version"].max()))
+            set_choice(policy, len(versions) % 4)
+            collector.update_policy_weights_()
+            break
+        for batch in collector:
+            versions.append(int(batch["policy_version"].max()))
+            assert batch["action"].argmax(-1).eq(versions[-1] % 4).all()
+            set_choice(policy, len(versions) % 4)
+            collector.update_policy_weights_()
+    assert versions == [0, 1, 2, 3]
