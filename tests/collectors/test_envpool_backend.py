@@ -426,12 +426,11 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
 def test_a_module_takes_any_thread_count_for_envpool_and_still_divides_python_workers():
     """envpool's threads take any env: 3 threads for 8 replicas train; 3 Python worker
     processes for 8 replicas are refused, naming the fix."""
-    from lightning import Trainer
+    from tests.conftest import quiet_trainer
 
     module = PPO(env_id="CartPole-v1", env_backend="envpool", num_envs=8, num_workers=3,
                  sync_interval=8, total_frames=64 * 2, epochs=1, minibatches=1)  # fmt: skip
-    Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-            enable_model_summary=False).fit(module)  # fmt: skip
+    quiet_trainer().fit(module)
     assert module.updates == 2
     with pytest.raises(ValueError, match="num_workers"):
         PPO(env_id="CartPole-v1", num_envs=8, num_workers=3)

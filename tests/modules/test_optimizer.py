@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lightning import Trainer
 
 from hts_lightning import A2C, ACKTR, PPO
+from tests.conftest import quiet_trainer
 
 
 def _fit(module) -> None:
-    Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ).fit(module)
+    quiet_trainer().fit(module)
 
 
 def _a2c(**kwargs) -> A2C:
