@@ -1,7 +1,7 @@
 """Collection throughput measurements (frames/s, no learning), for ``collector_throughput.py``,
 ``fig_limit.py`` and ``native_throughput.py``.
 
-Every collector is built by :func:`hts_lightning.collectors.baselines.make_collector` from the
+Every collector is built by :func:`hts_lightning.collectors.make_collector` from the
 same env factory, policy (``make_actor_critic``'s actor), replicas, worker processes and batch
 size; :func:`run_collector` times it in steady state (after a warm-up batch; W for
 MultiAsyncCollector) with a consumer that does nothing. The limit: :func:`run_env_alone` (the
@@ -27,7 +27,7 @@ from tensordict.nn import TensorDictModuleBase
 from torchrl.envs import EnvBase, SerialEnv
 
 from hts_lightning import VariableLatencyEnv, make_atari_env
-from hts_lightning.collectors.baselines import make_collector
+from hts_lightning.collectors import make_collector
 from hts_lightning.models import make_actor_critic
 
 ENV_ALONE = "env alone (W procs, random actions)"

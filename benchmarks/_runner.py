@@ -2,7 +2,7 @@
 
 :func:`train` fits a module (``hts_lightning.PPO`` by default) through Lightning's Trainer with
 one collector kind (``hts``, or a TorchRL baseline built by
-:func:`hts_lightning.collectors.baselines.make_collector`: ``sync`` =
+:func:`hts_lightning.collectors.make_collector`: ``sync`` =
 ``Collector(ParallelEnv)``, ``multi_sync``, ``multi_async``) for a number of batches, and fills
 in a :class:`Run`: steady-state frames/s, per-update learning curve, load average. Only the
 module's ``collector=`` argument differs between contenders: same env, model, learner, number

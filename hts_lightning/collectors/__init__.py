@@ -2,6 +2,7 @@
 ACKTR's Fisher pass reuses: a sample from a uniform tensor owned by the caller)."""
 
 from hts_lightning.collectors._sampling import noise_width, sample_from_uniform
+from hts_lightning.collectors.baselines import make_collector
 from hts_lightning.collectors.errors import BatchTimeoutError, EnvReplicaError, WorkerDiedError
 from hts_lightning.collectors.hts import HTSCollector
 
@@ -10,6 +11,7 @@ __all__ = [
     "EnvReplicaError",
     "HTSCollector",
     "WorkerDiedError",
+    "make_collector",
     "noise_width",
     "sample_from_uniform",
 ]

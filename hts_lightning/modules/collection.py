@@ -15,8 +15,8 @@ from torchrl.envs import EnvBase
 
 from hts_lightning.callbacks.stop_on_signal import stop_at_once_while
 from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError
+from hts_lightning.collectors import make_collector
 from hts_lightning.collectors._checks import available_cores, check_thread_count
-from hts_lightning.collectors.baselines import make_collector
 from hts_lightning.collectors.errors import BatchTimeoutError
 from hts_lightning.collectors.hts import HTSCollector
 from hts_lightning.modules._deadline import deadline
@@ -29,7 +29,7 @@ _log = logging.getLogger(__name__)
 class CollectionBinding:
     """The collector a training module learns from, and all the module needs of it, so that
     the module never needs to know which collector (:data:`~hts_lightning.choices.
-    CollectorKind`, built by :func:`~hts_lightning.collectors.baselines.make_collector`) it
+    CollectorKind`, built by :func:`~hts_lightning.collectors.make_collector`) it
     drives: this rank's shard, policy versions mapped onto the module's updates, weights sent,
     env restarts, checkpoint state of every rank.
 

@@ -102,7 +102,7 @@ class OnPolicyModule(LightningModule):
             ``hparams.seed`` (so in MLflow's params and tags and in checkpoints).
         total_frames: env frames to train on (``None``: until the Trainer stops).
         collector: ``"hts"`` or a TorchRL baseline (``"sync"``, ``"multi_sync"``,
-            ``"multi_async"``), see :func:`hts_lightning.collectors.baselines.make_collector`.
+            ``"multi_async"``), see :func:`hts_lightning.collectors.make_collector`.
         hidden_sizes: MLP sizes for vector observations (pixels get the Nature CNN).
         shared_trunk: one MLP trunk for actor and critic, or two MLPs (vectors only).
         orthogonal_init: the anchors' initialization (orthogonal, policy output gain 0.01),
