@@ -3,18 +3,18 @@ latest record of each benchmark (``benchmarks/results/*.json``, written by the b
 themselves) and every learning study (``benchmarks/results/learning/``), one section per
 claim. Nothing on the page is written by hand; the tests check that it is up to date.
 
-    python benchmarks/results_page.py          # write docs/benchmarks.md
-    python benchmarks/results_page.py --check  # exit 1 if it is out of date
+    python -m benchmarks results_page          # write docs/benchmarks.md
+    python -m benchmarks results_page --check  # exit 1 if it is out of date
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
 
-import _records as records
+from benchmarks.common import records
+from benchmarks.learning import learning_study
 
 PAGE = records.ROOT / "docs" / "benchmarks.md"
 #: The page's links are relative to docs/.
@@ -26,7 +26,7 @@ What the library does on the 2-core CPU machine it is developed on, beside what 
 with: each table comes from one run that measured its contenders side by side, with the
 command that reproduces it, the machine and the date. Compare ratios within a table, not
 absolute numbers across tables. This page is generated from the records in
-`benchmarks/results/` (`python benchmarks/results_page.py`); earlier runs are in git's
+`benchmarks/results/` (`python -m benchmarks results_page`); earlier runs are in git's
 history."""
 
 
@@ -121,9 +121,6 @@ def _record(record: dict) -> list[str]:
 
 
 def build() -> str:
-    sys.path.insert(0, str(records.ROOT / "benchmarks"))
-    import learning_study
-
     found = records.load_all()
     lines = [INTRO, ""]
     for claim, heading in records.CLAIMS.items():
@@ -137,7 +134,7 @@ def build() -> str:
         lines += [f"## {heading}", ""]
         for name in studies:
             text = learning_study.report(name, images=f"{TO_ROOT}benchmarks/plots/")
-            lines += [text, "", "```bash", f"python benchmarks/learning_study.py run {name}",
+            lines += [text, "", "```bash", f"python -m benchmarks learning_study run {name}",
                       "```", ""]  # fmt: skip
         for record in mine:
             lines += _record(record)
@@ -151,7 +148,7 @@ def main() -> None:
     text = build()
     if args.check:
         if PAGE.read_text() != text:
-            raise SystemExit(f"{PAGE} is out of date: run python benchmarks/results_page.py")
+            raise SystemExit(f"{PAGE} is out of date: run python -m benchmarks results_page")
         return
     for record in records.load_all():
         if not record["plots"] and _plotted(record):

@@ -1,4 +1,4 @@
-"""The arithmetic of ``benchmarks/lag_study.py`` (curve grid, confidence band, frames to a
+"""The arithmetic of ``python -m benchmarks lag_study`` (curve grid, confidence band, frames to a
 threshold, "stays there") on hand-computed numbers, and its reading of a real MLflow store."""
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture
-def curves(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module("_curves")
+def curves():
+    return importlib.import_module("benchmarks.common.curves")
 
 
 def test_on_grid_interpolates_inside_and_is_nan_outside(curves):
@@ -70,7 +67,7 @@ def test_curve_csv_round_trip_and_empty_file(curves, tmp_path):
 
 
 def test_reads_frames_wall_seconds_and_returns_from_the_mlflow_store(curves, tmp_path):
-    lag_study = importlib.import_module("lag_study")
+    lag_study = importlib.import_module("benchmarks.learning.lag_study")
     store = tmp_path / "mlflow.db"
     client = MlflowClient(f"sqlite:///{store}")
     run = client.create_run(client.create_experiment("hts-rl"))
@@ -86,11 +83,16 @@ def test_reads_frames_wall_seconds_and_returns_from_the_mlflow_store(curves, tmp
 
 
 @pytest.fixture
-def lag_study(curves):
-    return importlib.import_module("lag_study")
+def lag_study():
+    return importlib.import_module("benchmarks.learning.lag_study")
 
 
-def test_a_run_that_ignores_sigterm_is_killed_with_its_whole_process_group(lag_study, tmp_path):
+@pytest.fixture
+def processes():
+    return importlib.import_module("benchmarks.common.processes")
+
+
+def test_a_run_that_ignores_sigterm_is_killed_with_its_whole_process_group(processes, tmp_path):
     # A leader and its child both ignore SIGTERM and sleep: the hung-collector case.
     child_pid = tmp_path / "child.pid"
     script = (
@@ -104,7 +106,7 @@ def test_a_run_that_ignores_sigterm_is_killed_with_its_whole_process_group(lag_s
         "time.sleep(600)\n"
     )
     log = tmp_path / "log.txt"
-    returncode, reason = lag_study.run_bounded(
+    returncode, reason = processes.run_bounded(
         [sys.executable, "-c", script],
         cwd=tmp_path,
         env=dict(os.environ),
@@ -128,7 +130,7 @@ def test_a_run_that_ignores_sigterm_is_killed_with_its_whole_process_group(lag_s
         pytest.fail(f"child {pid} of the killed run still alive")
 
 
-def test_an_interrupted_runner_stops_its_run_which_saves_before_exiting(lag_study, tmp_path):
+def test_an_interrupted_runner_stops_its_run_which_saves_before_exiting(processes, tmp_path):
     """The runner SIGTERMed (as SystemExit) while it waits: the run gets the SIGTERM too and
     saves, instead of running on unwatched."""
     saved = tmp_path / "saved"
@@ -149,7 +151,7 @@ def test_an_interrupted_runner_stops_its_run_which_saves_before_exiting(lag_stud
     started = time.monotonic()
     try:
         with pytest.raises(SystemExit):
-            lag_study.run_bounded(
+            processes.run_bounded(
                 [sys.executable, "-c", script],
                 cwd=tmp_path,
                 env=dict(os.environ),
@@ -165,10 +167,10 @@ def test_an_interrupted_runner_stops_its_run_which_saves_before_exiting(lag_stud
 
 
 def test_a_cell_that_exits_nonzero_is_recorded_as_failed_and_reported(
-    lag_study, tmp_path, monkeypatch
+    lag_study, processes, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(lag_study, "RAW", tmp_path / "raw")
-    monkeypatch.setattr(lag_study, "LOCK", tmp_path / "lock")
+    monkeypatch.setattr(processes, "LOCK", tmp_path / "lock")
     failing = [sys.executable, "-c", "print('line 1'); print('boom'); raise SystemExit(3)"]
     monkeypatch.setattr(lag_study, "command", lambda *cell: failing)
     lag_study.run_cell("cartpole", "ppo", "sync", 7, timeout_s=120.0)

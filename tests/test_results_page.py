@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 
 import pytest
 
+import benchmarks
 from tests.conftest import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
@@ -16,16 +16,14 @@ BENCHMARKS = ROOT / "benchmarks"
 
 @pytest.fixture(scope="module")
 def page_builder():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("results_page")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    from benchmarks import results_page
+
+    return results_page
 
 
 def test_the_page_is_the_records_rendered(page_builder):
     assert (ROOT / "docs" / "benchmarks.md").read_text() == page_builder.build(), (
-        "docs/benchmarks.md is out of date: run python benchmarks/results_page.py"
+        "docs/benchmarks.md is out of date: run python -m benchmarks results_page"
     )
 
 
@@ -65,3 +63,14 @@ def test_a_markdown_section_becomes_a_record_of_tables_and_text(page_builder, tm
         {"columns": ["env", "frames/s"], "rows": [["pong", "512"], ["cartpole", "9000"]]}
     ]
     assert record["text"] == ["HTS is 1.4x the hand loop."]
+
+
+def test_every_benchmark_is_a_module_with_a_main_and_a_claim_names_a_benchmark(page_builder):
+    """``python -m benchmarks <name>`` finds each one by its name; a record's claim by its
+    benchmark's name must name one that exists."""
+    found = benchmarks.find()
+    for name, path in found.items():
+        module = importlib.import_module(benchmarks.module_name(path))
+        assert callable(module.main), name
+        assert benchmarks.summary(path), f"{name}: no docstring"
+    assert set(page_builder.records.SCRIPT_CLAIMS) <= set(found)

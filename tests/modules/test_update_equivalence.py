@@ -1,34 +1,21 @@
 """The PPO module's update is PPO: it equals a plain-PyTorch PPO update, number for number.
 
-The plain update (``benchmarks/_plain_ppo.py``, also the learner benchmark's baseline) has no
-Lightning, no TensorDict and no TorchRL loss. From the same initial weights, on the batch the
-module trained on, with the module's minibatch order, both end at the same parameters (to
+The plain update (``benchmarks/common/plain_ppo.py``, also the learner benchmark's baseline)
+has no Lightning, no TensorDict and no TorchRL loss. From the same initial weights, on the batch
+the module trained on, with the module's minibatch order, both end at the same parameters (to
 float rounding); a change in the loss terms, the advantages or the step would show here.
 """
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from lightning import Callback
 from tensordict import TensorDict
 
+from benchmarks.common import plain_ppo
 from hts_lightning import PPO
 from tests.conftest import quiet_trainer
-
-_PLAIN = Path(__file__).resolve().parents[2] / "benchmarks" / "_plain_ppo.py"
-
-
-def _plain_ppo():
-    spec = importlib.util.spec_from_file_location("_plain_ppo", _PLAIN)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 class _FirstBatch(Callback):
@@ -42,7 +29,6 @@ class _FirstBatch(Callback):
     [(True, 0.01, True), (False, 0.0, False)],
 )
 def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normalize_advantage):
-    plain = _plain_ppo()
     kwargs = dict(
         env_id="CartPole-v1",
         num_envs=4,
@@ -63,12 +49,12 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
         minibatches=2,
     )
     module = PPO(**kwargs)
-    nets = plain.networks(module.model)  # the initial weights, copied before training
+    nets = plain_ppo.networks(module.model)  # the initial weights, copied before training
     first = _FirstBatch()
     quiet_trainer(first).fit(module)
     assert module.updates == 1 and module.global_step == 8
 
-    settings = plain.PPOSettings(
+    settings = plain_ppo.PPOSettings(
         epochs=4,
         minibatches=2,
         clip_epsilon=0.2,
@@ -82,10 +68,10 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
     optimizer = torch.optim.Adam(nets.parameters(), lr=3e-3, eps=1e-5)
     generator = torch.Generator().manual_seed(3 * 1_000_003 + 0)  # PPO.update's order
     before = [p.detach().clone() for p in nets.parameters()]
-    clip_fraction = plain.update(nets, optimizer, first.batch, settings, generator)
+    clip_fraction = plain_ppo.update(nets, optimizer, first.batch, settings, generator)
     assert clip_fraction > 0.01  # the clipped branch of the surrogate is exercised
 
-    trained = plain.networks(module.model)
+    trained = plain_ppo.networks(module.model)
     moved = 0.0
     for start, expected, actual in zip(
         before, nets.parameters(), trained.parameters(), strict=True

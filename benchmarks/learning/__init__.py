@@ -1,0 +1,1 @@
+"""Learning studies: curves against published anchors, seeds, policy lag."""

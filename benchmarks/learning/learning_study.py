@@ -1,0 +1,430 @@
+"""Learning studies: recipes trained as a user trains them, their curves beside published anchors.
+
+A study is a recipe, its variants (command-line overrides: another collector, another
+gradient mode), seeds and a length in agent steps (``--trainer.max_steps``, so the recipe's
+own schedule, e.g. a learning rate annealed over 10M frames, is untouched). Each cell (variant
+x seed) is one ``hts-rl fit`` process in its own working folder under ``--work`` (its MLflow
+store and checkpoints), holding the shared CPU lock (``/tmp/hts-cpu.lock``) while it runs. A
+cell stopped before its end (a session over, a SIGTERM) is resumed from its ``last.ckpt``
+(``--ckpt_path last``) by the next ``run``; a finished cell writes its record and is skipped
+from then on.
+
+Records (committed): ``benchmarks/results/learning/<study>/<cell>.csv`` (per update: agent
+steps, wall seconds of training, the mean raw return of the last 20 episodes) and ``.json``
+(command, machine, seconds, date). ``report`` draws each study's curves against agent steps
+and wall seconds beside its anchors (``benchmarks/results/learning/anchors.csv``, with their
+citations) and prints a table at the anchors' steps.
+
+    python -m benchmarks learning_study run pong_ppo_1m [--variants hts sync] [--seeds 0]
+    python -m benchmarks learning_study report pong_ppo_1m
+    python -m benchmarks learning_study --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+from benchmarks.common import report as reporting
+from benchmarks.common.processes import ROOT, cpu_lock, hts_fit, log_tail, run_bounded
+
+RESULTS = ROOT / "benchmarks" / "results" / "learning"
+ANCHORS = RESULTS / "anchors.csv"
+WORK = Path.home() / ".cache" / "hts-studies"
+METRIC = "rollout/return_last_20"
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    recipe: str
+    #: variant name -> hts-rl fit overrides
+    variants: dict[str, tuple[str, ...]]
+    seeds: tuple[int, ...]
+    #: agent steps (env frames of the collector) to train
+    steps: int
+    #: optimizer steps per batch of the recipe (PPO: epochs x minibatches), for max_steps
+    optimizer_steps_per_batch: int
+    frames_per_batch: int
+    #: the anchors' key in anchors.csv
+    anchors: str
+    note: str = ""
+    #: CleanRL's script (in a checkout of vwxyzjn/cleanrl) and its options with the recipe's
+    #: settings, for a "cleanrl" cell beside the variants; None: no CleanRL counterpart
+    cleanrl: tuple[str, tuple[str, ...]] | None = None
+
+
+_PONG_PPO = dict(
+    recipe="recipes/atari/pong_ppo.yaml",
+    optimizer_steps_per_batch=16,
+    frames_per_batch=2048,
+    anchors="pong_ppo",
+    # The recipe's settings; CleanRL's defaults are the rest (clip 0.1, 4 x 4, lr 2.5e-4).
+    cleanrl=(
+        "cleanrl/ppo_atari_envpool.py",
+        ("--env-id", "Pong-v5", "--num-envs", "16", "--num-steps", "128",
+         "--total-timesteps", "10000000", "--no-cuda"),
+    ),
+)  # fmt: skip
+STUDIES = {
+    "pong_ppo_1m": Study(
+        **_PONG_PPO,
+        variants={
+            # The recipe: orthogonal init, the anchors' value weight, decoupled PPO.
+            "recipe": (),
+            # PPO's clip against the behaviour policy, one update behind (the old default).
+            "current": ("--model.init_args.gradient_mode=current",),
+            # No lag, the same engine, envs and seeds: the HTSCollector without its overlap.
+            "no_overlap": ("--model.init_args.overlap=false",),
+            # CleanRL's loss (value clipping, advantages standardized per minibatch) with and
+            # without the lag.
+            "cleanrl_loss": (
+                "--model.init_args.clip_value=true",
+                "--model.init_args.normalize_minibatch_advantage=true",
+                "--model.init_args.normalize_advantage=false",
+            ),
+            "cleanrl_loss_no_overlap": (
+                "--model.init_args.overlap=false",
+                "--model.init_args.clip_value=true",
+                "--model.init_args.normalize_minibatch_advantage=true",
+                "--model.init_args.normalize_advantage=false",
+            ),
+            # No lag: TorchRL's synchronous collector.
+            "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
+        },
+        seeds=(0,),
+        steps=1_000_000,
+        note="Pong PPO to 1M agent steps: the recipe (decoupled PPO), the same with PPO's clip "
+        "against the behaviour policy one update behind (current), and without the lag "
+        "(no_overlap: the HTSCollector with overlap=False; sync: TorchRL's collector). "
+        "'recipe before the study' is it before (torch's initialization, twice "
+        "the anchors' value-loss weight, current).",
+    ),
+}
+
+
+def _mujoco_ppo(task: str, *, steps: int = 1_000_000) -> Study:
+    """PPO on an envpool MuJoCo task with CleanRL's ppo_continuous_action settings (1 env x
+    2048 steps, 10 epochs x 32 minibatches), beside CleanRL's published results at 1M."""
+    name = task.split("-")[0].lower()
+    return Study(
+        recipe=f"recipes/mujoco/{name}_ppo.yaml",
+        variants={"recipe": ()},
+        seeds=(0,),
+        steps=steps,
+        optimizer_steps_per_batch=320,
+        frames_per_batch=2048,
+        anchors=f"{name}_ppo",
+        note=f"PPO on {task} (envpool) to {steps:,} agent steps, CleanRL's "
+        "ppo_continuous_action settings.",
+        cleanrl=(
+            "cleanrl/ppo_continuous_action.py",
+            ("--env-id", task, "--total-timesteps", str(steps), "--no-cuda"),
+        ),
+    )
+
+
+STUDIES.update(
+    halfcheetah_ppo_1m=_mujoco_ppo("HalfCheetah-v4"),
+    hopper_ppo_1m=_mujoco_ppo("Hopper-v4"),
+    walker2d_ppo_1m=_mujoco_ppo("Walker2d-v4"),
+    halfcheetah_a2c_1m=Study(
+        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        variants={"recipe": ()},
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=1,
+        frames_per_batch=40,
+        anchors="halfcheetah_a2c",
+        note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps, RL Zoo's A2C MuJoCo settings "
+        "(8 envs x 5 steps).",
+    ),
+    halfcheetah_a2c_rlzoo_1m=Study(
+        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        variants={
+            # RL Zoo's MuJoCo A2C: SB3's A2C defaults with normalization.
+            "rlzoo": (
+                "--model.init_args.num_envs=1", "--model.init_args.num_workers=1",
+                "--model.init_args.sync_interval=5", "--model.init_args.optimizer=rmsprop",
+                "--model.init_args.lr_schedule=constant", "--model.init_args.gae_lambda=1.0",
+                "--model.init_args.value_coef=0.5",
+            ),
+        },
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=1,
+        frames_per_batch=5,
+        anchors="halfcheetah_a2c",
+        note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps with RL Zoo's MuJoCo A2C "
+        "settings as they map here (SB3's A2C defaults with normalized observations and "
+        "rewards: 1 env x 5 steps, RMSprop, constant lr 7e-4, gae_lambda 1.0, value weight "
+        "0.5, no entropy bonus).",
+    ),
+)  # fmt: skip
+
+
+def cell_name(variant: str, seed: int) -> str:
+    return f"{variant}_seed{seed}"
+
+
+def _max_steps(study: Study) -> int:
+    batches = -(-study.steps // study.frames_per_batch)
+    return batches * study.optimizer_steps_per_batch
+
+
+def command(study: Study, variant: str, seed: int, *, resume: bool) -> list[str]:
+    options = [
+        *study.variants[variant],
+        f"--trainer.max_steps={_max_steps(study)}",
+        "--trainer.enable_progress_bar=false",
+    ]
+    if resume:
+        options.append("--ckpt_path=last")
+    return hts_fit(study.recipe, *options, seed=seed)
+
+
+def _recorded(name: str, cell: str) -> bool:
+    """Whether the cell has its record already (then it is skipped)."""
+    if (RESULTS / name / f"{cell}.json").exists():
+        print(f"{name}/{cell}: recorded before, skipped", flush=True)
+        return True
+    return False
+
+
+def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, python: Path) -> None:
+    """CleanRL's script with the recipe's settings, from a checkout (never copied here),
+    stopped at the study's agent steps; its printed episode returns make the curve."""
+    cell = f"cleanrl_seed{seed}"
+    if _recorded(name, cell):
+        return
+    script, options = study.cleanrl
+    argv = [str(python), str(checkout / script), *options, "--seed", str(seed)]
+    recent: deque[float] = deque(maxlen=20)
+    rows = []
+    with cpu_lock():
+        started = time.time()
+        work = WORK / name / cell
+        work.mkdir(parents=True, exist_ok=True)
+        process = subprocess.Popen(
+            argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for line in process.stdout:
+            if line.startswith("global_step=") and "episodic_return=" in line:
+                step_text, _, return_text = line.strip().partition(", episodic_return=")
+                step = int(step_text.removeprefix("global_step="))
+                recent.append(float(return_text.strip("[]")))
+                rows.append((step, round(time.time() - started, 2), sum(recent) / len(recent)))
+                if step >= study.steps:
+                    process.terminate()
+                    break
+        process.wait()
+        seconds = time.time() - started
+        load = os.getloadavg()
+    if not rows or rows[-1][0] < study.steps:
+        print(f"{name}/{cell}: stopped at {rows[-1][0] if rows else 0} steps")
+        return
+    _write_record(name, cell, rows, {
+        "study": name, "variant": "cleanrl", "seed": seed,
+        "command": " ".join([Path(argv[1]).name, *argv[2:]]),
+        "cleanrl_commit": subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+    }, seconds=seconds, load=load)  # fmt: skip
+
+
+def _write_record(
+    name: str, cell: str, rows: list, meta: dict, *, seconds: float, load: tuple[float, ...]
+) -> None:
+    """The cell's curve (``.csv``) and its ``meta`` with the process's seconds, the load after
+    it, the date and the machine (``.json``)."""
+    RESULTS.joinpath(name).mkdir(parents=True, exist_ok=True)
+    with (RESULTS / name / f"{cell}.csv").open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["agent_steps", "wall_seconds", "return_last_20"])
+        writer.writerows(rows)
+    meta |= {
+        "last_process_seconds": round(seconds, 1),
+        "load_after": [round(x, 2) for x in load],
+        "utc_end": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "machine": reporting.machine_line(),
+    }
+    (RESULTS / name / f"{cell}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"{name}/{cell}: {rows[-1][0]:,} steps, return_last_20 {rows[-1][2]:.1f}", flush=True)
+
+
+def read_curve(store: Path) -> list[tuple[int, float, float]]:
+    """(agent steps, training wall seconds, return) per update, from the run in ``store``.
+    Wall seconds add up the updates' ``time/update`` and ``time/wait_for_batch`` (a resumed
+    run's restart is not counted)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{store}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    steps = {}
+    for key in ("time/update", "time/wait_for_batch", METRIC):
+        for m in client.get_metric_history(run.info.run_id, key):
+            steps.setdefault(m.step, {})[key] = m.value
+    rows, seconds = [], 0.0
+    for step in sorted(steps):
+        values = steps[step]
+        seconds += values.get("time/update", 0.0) + values.get("time/wait_for_batch", 0.0)
+        if METRIC in values:
+            rows.append((step, round(seconds, 2), values[METRIC]))
+    return rows
+
+
+def run_cell(name: str, study: Study, variant: str, seed: int, work: Path) -> None:
+    cell = cell_name(variant, seed)
+    if _recorded(name, cell):
+        return
+    folder = work / name / cell
+    folder.mkdir(parents=True, exist_ok=True)
+    environ = dict(
+        os.environ, PYTHONPATH=str(ROOT), MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db"
+    )
+    with cpu_lock():  # one long run at a time on this machine
+        resume = any(folder.glob("runs/**/last.ckpt"))
+        argv = command(study, variant, seed, resume=resume)
+        started = time.time()
+        returncode, failed = run_bounded(
+            argv, cwd=folder, env=environ, log=folder / "log.txt", timeout_s=6 * 3600, grace_s=60
+        )
+        seconds = time.time() - started
+        load = os.getloadavg()
+    if failed is None and returncode != 0:
+        failed = f"hts-rl exited with {returncode}"
+    if failed is not None:
+        print(f"{name}/{cell}: {failed}; rerun `run` to resume it\n{log_tail(folder / 'log.txt')}")
+        return
+    rows = read_curve(folder / "mlflow.db")
+    _write_record(name, cell, rows, {
+        "study": name, "variant": variant, "seed": seed,
+        "command": " ".join(argv[1:]).replace(str(ROOT) + "/", ""),
+        "overrides": list(study.variants[variant]),
+    }, seconds=seconds, load=load)  # fmt: skip
+
+
+def load_anchors(key: str) -> list[dict]:
+    with ANCHORS.open() as source:
+        return [row for row in csv.DictReader(source) if row["study"] == key]
+
+
+def _curve(path: Path) -> list[tuple[int, float, float]]:
+    with path.open() as source:
+        return [
+            (int(r["agent_steps"]), float(r["wall_seconds"]), float(r["return_last_20"]))
+            for r in csv.DictReader(source)
+        ]
+
+
+def at_step(rows, step: int) -> float | None:
+    """The return of the last update at or before ``step`` (``None`` before the first)."""
+    before = [r[2] for r in rows if r[0] <= step]
+    return before[-1] if before and rows[-1][0] >= step * 0.98 else None
+
+
+def draw(name: str) -> Path:
+    """The study's plot: its curves against agent steps and wall seconds, beside its anchors."""
+    study = STUDIES[name]
+    curves = {p.stem: _curve(p) for p in sorted((RESULTS / name).glob("*.csv"))}
+    anchors = load_anchors(study.anchors)
+    plt = reporting.pyplot()
+    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4))
+    for cell, rows in curves.items():
+        x, wall, y = zip(*rows, strict=True)
+        by_steps.plot(x, y, label=cell)
+        by_time.plot(wall, y, label=cell)
+    for source in sorted({a["source"] for a in anchors}):
+        points = sorted(
+            (int(a["agent_steps"]), float(a["return"])) for a in anchors if a["source"] == source
+        )
+        by_steps.plot(*zip(*points, strict=True), linestyle=":", marker="x", label=source)
+    by_steps.set(xlabel="agent steps", ylabel="mean return, last 20 episodes", title=name)
+    by_time.set(xlabel="training wall seconds (2 cores)", title=name)
+    by_steps.legend(fontsize=7)
+    plot = ROOT / "benchmarks" / "plots" / f"learning_{name}.png"
+    fig.tight_layout()
+    fig.savefig(plot, dpi=100)
+    return plot
+
+
+def report(name: str, *, images: str = "plots/", heading: str = "###") -> str:
+    """The study's table at its anchors' steps, its cells' commands, its reading
+    (``results/learning/<study>/reading.md``, where written) and its plot (drawn by
+    :func:`draw`, linked under ``images``), from the records alone."""
+    study = STUDIES[name]
+    curves = {p.stem: _curve(p) for p in sorted((RESULTS / name).glob("*.csv"))}
+    anchors = load_anchors(study.anchors)
+    steps = sorted({int(a["agent_steps"]) for a in anchors} | {study.steps // 2, study.steps})
+    lines = [f"{heading} Learning study `{name}`", "", study.note, ""]
+    header = "| cell | " + " | ".join(f"{s:,} steps" for s in steps) + " |"
+    lines += [header, "|" + " --- |" * (len(steps) + 1)]
+    for cell, rows in curves.items():
+        values = [at_step(rows, s) for s in steps]
+        shown = ["-" if v is None else f"{v:.1f}" for v in values]
+        lines.append(f"| {cell} | " + " | ".join(shown) + " |")
+    for source in sorted({a["source"] for a in anchors}):
+        values = {int(a["agent_steps"]): a["return"] for a in anchors if a["source"] == source}
+        lines.append(f"| {source} | " + " | ".join(values.get(s, "-") for s in steps) + " |")
+    lines += ["", "Anchors: " + "; ".join(sorted({a["citation"] for a in anchors})), ""]
+    for cell in curves:
+        meta = json.loads((RESULTS / name / f"{cell}.json").read_text())
+        lines.append(f"- `{cell}`: `{meta['command']}` ({meta['machine']}, {meta['utc_end']})")
+    reading = RESULTS / name / "reading.md"
+    if reading.exists():
+        lines += ["", reading.read_text().strip()]
+    lines.append(f"\n![{name}]({images}learning_{name}.png)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="list the studies")
+    sub = parser.add_subparsers(dest="verb")
+    run = sub.add_parser("run", help="train the study's cells not recorded yet")
+    run.add_argument("study", choices=sorted(STUDIES))
+    run.add_argument("--variants", nargs="*")
+    run.add_argument("--seeds", nargs="*", type=int)
+    run.add_argument("--work", type=Path, default=WORK)
+    run.add_argument("--cleanrl", type=Path, help="a checkout of vwxyzjn/cleanrl: run its cell too")
+    run.add_argument(
+        "--cleanrl-python",
+        type=Path,
+        help="the Python of CleanRL's own venv (Atari: torch, envpool 0.8.4, gym 0.23.1, "
+        "numpy<2, tyro, tensorboard; MuJoCo: torch, gymnasium[mujoco]==0.29.1, mujoco<=2.3.3, "
+        "numpy<2, tyro, tensorboard)",
+    )
+    show = sub.add_parser("report", help="the study's table and plot")
+    show.add_argument("study", choices=sorted(STUDIES))
+    args = parser.parse_args()
+    if args.list or args.verb is None:
+        for name, study in STUDIES.items():
+            print(f"{name}: {study.recipe}, {study.steps:,} steps, {sorted(study.variants)}")
+        return
+    study = STUDIES[args.study]
+    if args.verb == "report":
+        draw(args.study)
+        print(report(args.study))
+        return
+    # A SIGTERM stops the cell's run too (it saves last.ckpt), not this process alone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for variant in args.variants or study.variants:
+        for seed in args.seeds or study.seeds:
+            if variant == "cleanrl":
+                run_cleanrl_cell(
+                    args.study, study, seed, checkout=args.cleanrl, python=args.cleanrl_python
+                )
+            else:
+                run_cell(args.study, study, variant, seed, args.work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""One-off probes: where the time and the bits go."""

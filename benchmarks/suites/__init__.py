@@ -1,0 +1,1 @@
+"""Throughput and end-to-end comparisons against baselines (``python -m benchmarks --list``)."""
