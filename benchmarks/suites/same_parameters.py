@@ -5,12 +5,12 @@ A2C (delayed and current gradient), PPO (current and delayed gradient, several m
 one minibatch with a shared trunk) and ACKTR train 6 updates each on CartPole in one process
 (``num_workers=0``: the same batches as with worker processes). ``--save`` writes their
 parameters, optimizer states, ``global_step`` and the last update's metrics; ``--compare``
-says what differs between two such files. Run ``--save`` once per checkout with
-``PYTHONPATH`` at it:
+says what differs between two such files. Run ``--save`` once per checkout, from its root
+(``python -m`` imports from the working folder first, ``PYTHONPATH`` after it):
 
     git archive main | tar -x -C /tmp/main
-    PYTHONPATH=/tmp/main python -m benchmarks same_parameters --save /tmp/main.pt
-    PYTHONPATH=. python -m benchmarks same_parameters --save /tmp/new.pt
+    (cd /tmp/main && python -m benchmarks same_parameters --save /tmp/main.pt)
+    python -m benchmarks same_parameters --save /tmp/new.pt
     python -m benchmarks same_parameters --compare /tmp/main.pt /tmp/new.pt
 """
 
