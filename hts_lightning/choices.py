@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 #: The training modules' collector, ``"hts"`` (the HTSCollector) or one of TorchRL's:
 #: ``"sync"`` (``Collector`` over a ``ParallelEnv``), ``"multi_sync"``, ``"multi_async"`` (see
-#: :mod:`hts_lightning.collectors.baselines`).
+#: :func:`hts_lightning.collectors.make_collector`).
 CollectorKind = Literal["hts", "sync", "multi_sync", "multi_async"]
 #: Where the HTSCollector runs the policy (``"auto"`` is main on a GPU or without workers).
 InferenceMode = Literal["auto", "workers", "main"]

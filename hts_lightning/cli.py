@@ -110,7 +110,7 @@ def _start_forkserver_early() -> None:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload(
-        ["hts_lightning.collectors._workers"]
+        ["hts_lightning.collectors.backends.table"]  # backends.pipes.PRELOAD
     )
     multiprocessing.forkserver.ensure_running()
 

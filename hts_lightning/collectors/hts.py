@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 import math
 import pickle
@@ -21,20 +20,11 @@ from torchrl.envs.utils import ExplorationType
 
 from hts_lightning._compat import clear_module_hooks
 from hts_lightning.choices import Backend, InferenceMode, OnEnvError
-from hts_lightning.collectors._backends import build_backend
-from hts_lightning.collectors._checks import (
-    available_cores,
-    check_backend,
-    check_env_fns,
-    check_inference,
-    check_inference_batch_size,
-    check_picklable,
-    check_sizes,
-    check_thread_count,
-)
-from hts_lightning.collectors._engine import PolicyRunner
-from hts_lightning.collectors._layout import Layout
-from hts_lightning.collectors._seeding import replica_seeds, resume_seed
+from hts_lightning.collectors.backends.table import build_backend
+from hts_lightning.collectors.config import CollectorConfig, available_cores
+from hts_lightning.collectors.core.layout import Layout
+from hts_lightning.collectors.core.policy_runner import PolicyRunner
+from hts_lightning.collectors.core.seeding import replica_seeds, resume_seed
 from hts_lightning.collectors.errors import EnvReplicaError, WorkerDiedError
 
 __all__ = ["HTSCollector"]
@@ -61,7 +51,7 @@ class HTSCollector(BaseCollector):
     - **Determinism.** For a seed, every batch is bitwise identical whatever ``num_workers`` and
       whatever the env timing: each replica has its own env seed and action-noise generator,
       inference always runs on ``inference_batch_size`` rows, and data is stored by (replica,
-      step). See ``_engine`` for the details.
+      step). See ``core.engine`` for the details.
 
     Args:
         create_env_fn: a picklable callable returning a TorchRL ``EnvBase`` with an empty batch
@@ -141,7 +131,7 @@ class HTSCollector(BaseCollector):
             as on the Python path (envpool's per-env seeds), so both paths give the same
             batches over the same envs (tested). envpool cannot save an env's state: a
             resumed collector re-seeds every replica as for any env without state
-            (``_seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
+            (``core.seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
             available.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
         overlap: ``True`` (default): HTS-RL, batch k+1 is collected while the consumer learns
@@ -197,61 +187,55 @@ class HTSCollector(BaseCollector):
         overlap: bool = True,
     ):
         super().__init__()
-        if not isinstance(overlap, bool):
-            raise TypeError(f"overlap must be True or False, got {overlap!r}")
-        self.overlap = overlap
-        self.backend = check_backend(backend, create_env_fn, on_env_error)
-        self._create_env_fns = check_env_fns(create_env_fn, num_envs)
-        # envpool's threads take any env whenever free: no blocks of replicas to divide.
-        blocks = min(num_workers, 1) if self.backend == "envpool" else num_workers
-        self.sync_interval = check_sizes(num_envs, blocks, frames_per_batch, sync_interval)
-        if total_frames != -1 and total_frames <= 0:
-            raise ValueError(f"total_frames must be -1 (no end) or positive, got {total_frames}")
-        if isinstance(worker_niceness, bool) or not isinstance(worker_niceness, int):
-            raise TypeError(f"worker_niceness must be an int, got {worker_niceness!r}")
-        if not 0 <= worker_niceness <= 19:
-            raise ValueError(
-                f"worker_niceness must be in 0..19 (added to the workers' niceness; lowering "
-                f"it needs privileges), got {worker_niceness}."
-            )
-        if not callable(policy):
-            raise TypeError(f"policy must be a TensorDict module, got {type(policy).__name__}")
-        if num_workers > 0:
-            check_picklable(self._create_env_fns)
-        self.num_envs = num_envs
-        self.num_workers = num_workers
+        self.config = config = CollectorConfig(
+            create_env_fn=create_env_fn,
+            policy=policy,
+            num_envs=num_envs,
+            num_workers=num_workers,
+            frames_per_batch=frames_per_batch,
+            sync_interval=sync_interval,
+            total_frames=total_frames,
+            device=device,
+            inference_batch_size=inference_batch_size,
+            exploration_type=exploration_type,
+            inference=inference,
+            replica_offset=replica_offset,
+            num_threads=num_threads,
+            mp_start_method=mp_start_method,
+            on_env_error=on_env_error,
+            worker_niceness=worker_niceness,
+            backend=backend,
+            cuda_graph=cuda_graph,
+            overlap=overlap,
+        )
+        # The choices as TorchRL's collectors and users read them.
+        self.num_envs, self.num_workers = num_envs, num_workers
+        self.sync_interval = config.sync_interval
         self.frames_per_batch = self.requested_frames_per_batch = num_envs * self.sync_interval
         self.total_frames = total_frames
         self.replica_offset = replica_offset
+        self.device, self.inference = config.device, config.inference
+        self.inference_batch_size = config.inference_batch_size
+        self.backend, self.overlap = config.backend, overlap
+        self.on_env_error, self.worker_niceness = on_env_error, worker_niceness
+        self.num_threads = num_threads
         self._replicas = range(replica_offset, replica_offset + num_envs)  # global indices
-        self.num_threads = check_thread_count(num_threads, "num_threads", "the rule above")
-        self._mp_start_method = mp_start_method
-        self.on_env_error = on_env_error
-        self.worker_niceness = worker_niceness
         #: Env restarts after errors so far (``on_env_error="restart"``), over all replicas.
         self.env_restarts = 0
         self._policy = policy
-        if device is None:
-            # Worker inference is CPU inference, wherever the learner's copy lives.
-            device = "cpu" if inference == "workers" else _module_device(policy)
-        self.device = torch.device(device)
-        self.inference = check_inference(inference, self.device, num_workers)
-        self.inference_batch_size = check_inference_batch_size(
-            inference_batch_size, num_envs=num_envs, num_workers=blocks, inference=self.inference
-        )
         inference_policy = _without_hooks(copy.deepcopy(policy)).to(self.device)
         inference_policy.requires_grad_(False)
         if self.inference == "workers":
             inference_policy.share_memory()  # the workers' view of the weights
         self._inference_weights = TensorDict.from_module(inference_policy)
-        self._runner_policy = PolicyRunner(
+        self._policy_runner = PolicyRunner(
             inference_policy,
             device=self.device,
             exploration_type=exploration_type,
             cuda_graph=cuda_graph,
         )
         self._layout = Layout.probe(
-            self._create_env_fns[0], self._runner_policy, self.inference_batch_size
+            config.create_env_fns[0], self._policy_runner, self.inference_batch_size
         )
         self._seed = seed
         self._policy_version = 0
@@ -289,7 +273,7 @@ class HTSCollector(BaseCollector):
                 raise error.shifted(self.replica_offset) from None
             end_states, restarts = self._backend.batch_ends()
             self._log_restarts(restarts)
-            finished = self._buffers[self._batches_yielded % 2]
+            finished = self._storages[self._batches_yielded % 2]
             self._finish_batch(finished)
             self._batches_yielded += 1
             if not self._finished:
@@ -554,14 +538,20 @@ class HTSCollector(BaseCollector):
         restored = self._noise_states or ()
         for generator, state in zip(self._noise_generators, restored, strict=False):
             generator.set_state(state)
-        buffers = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
+        storages = [layout.storage(self.num_envs, self.sync_interval) for _ in range(2)]
         width = layout.noise_width
         uniforms = [
             torch.zeros(self.num_envs, self.sync_interval, width) if width else None
             for _ in range(2)
         ]
         backend = build_backend(
-            self, seeds=env_seeds, states=start_states, buffers=buffers, uniforms=uniforms
+            self.config,
+            runner=self._policy_runner,
+            layout=layout,
+            seeds=env_seeds,
+            states=start_states,
+            storages=storages,
+            uniforms=uniforms,
         )
         try:
             backend.start()
@@ -569,28 +559,15 @@ class HTSCollector(BaseCollector):
             backend.stop()
             raise
         if self.num_workers > 0:
-            torch.set_num_threads(self.num_threads or self._learner_threads(available_cores()))
+            torch.set_num_threads(self.config.learner_threads(available_cores()))
         self._finalizer = weakref.finalize(self, backend.stop)
-        self._backend, self._buffers, self._uniforms = backend, buffers, uniforms
+        self._backend, self._storages, self._uniforms = backend, storages, uniforms
         self._started = True
         if not self._resumes_in_flight_batch:
             # Weights sent before the first batch collect it; a restored batch in flight
             # keeps its own, and the staged ones wait for the batch after it.
             self._take_up_staged_weights()
         self._start_batch(self._batches_yielded % 2)
-
-    def _learner_threads(self, cores: int) -> int:
-        """The learner's default threads. Workers at a lower priority need only what the
-        learner leaves (they step while it waits, and a core it does not fill). Otherwise one
-        core is left to collection, however many workers share it: the count must not follow
-        ``num_workers`` (see ``num_threads``), and a thread per core beside workers of equal
-        priority oversubscribed 2 cores (a CartPole PPO update measured 10x slower).
-        """
-        # envpool's threads are niced with the worker processes that start them; with main
-        # inference they run in this process, at the learner's priority.
-        pool_here = self.backend == "envpool" and self.inference == "main"
-        niced_workers = self.worker_niceness > 0 and not pool_here
-        return cores if niced_workers else max(1, cores - 1)
 
     def _replica_start_states(self, env_seeds: list[int]) -> list:
         """Per replica, the state to start from (``None``: reset). A restored replica whose env
@@ -675,8 +652,3 @@ def _without_hooks(module: nn.Module) -> nn.Module:
     for submodule in module.modules():
         clear_module_hooks(submodule)
     return module
-
-
-def _module_device(policy) -> torch.device:
-    tensor = next(itertools.chain(policy.parameters(), policy.buffers()), None)
-    return torch.device("cpu") if tensor is None else tensor.device

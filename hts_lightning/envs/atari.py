@@ -6,7 +6,7 @@ import gymnasium as gym
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from torchrl.envs import GymWrapper, TransformedEnv
 
-from hts_lightning.envs._registry import check_env_id, with_episode_stats
+from hts_lightning.envs._shared import check_env_id, with_episode_stats
 
 __all__ = ["make_atari_env"]
 

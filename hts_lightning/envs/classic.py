@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
 
-from hts_lightning.envs._registry import check_env_id, with_episode_stats
+from hts_lightning.envs._shared import check_env_id, with_episode_stats
 
 __all__ = ["make_gym_env"]
 

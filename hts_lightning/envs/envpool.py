@@ -7,7 +7,7 @@
   behind ``StepCounter``/``RewardSum``/``RewardClipping``, as the Python path has): for
   probing specs, for evaluation and for any TorchRL collector;
 - :meth:`EnvpoolFactory.make_pool` builds the asynchronous pool of many replicas that the
-  HTSCollector's native backend steps (see ``collectors/_envpool.py``).
+  HTSCollector's native backend steps (see ``collectors/backends/envpool.py``).
 
 Both step the envs the same way (a finished episode is reset by envpool's auto-reset, the next
 ``send`` of that env) and seed each env by itself (envpool's per-env seeds), so a replica gives
@@ -28,7 +28,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
 from torchrl.envs import EnvBase, TransformedEnv
 
-from hts_lightning.envs._registry import MissingDependencyError, did_you_mean, with_episode_stats
+from hts_lightning.envs._shared import MissingDependencyError, did_you_mean, with_episode_stats
 from hts_lightning.envs.atari import make_atari_env
 
 __all__ = ["ENVPOOL_INSTALL", "EnvpoolFactory", "envpool_available", "envpool_factory"]

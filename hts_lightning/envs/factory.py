@@ -9,7 +9,7 @@ from torchrl.data import Bounded, TensorSpec
 from torchrl.envs import EnvBase, TransformedEnv
 
 from hts_lightning.choices import check_env_backend
-from hts_lightning.envs._registry import check_env_id, check_football_scenario, with_episode_stats
+from hts_lightning.envs._shared import check_env_id, check_football_scenario, with_episode_stats
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.envpool import EnvpoolFactory, envpool_factory

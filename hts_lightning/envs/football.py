@@ -12,7 +12,7 @@ from torchrl.envs import GymWrapper, TransformedEnv
 from torchrl.envs.gym_like import default_info_dict_reader
 
 from hts_lightning._compat import football_config
-from hts_lightning.envs._registry import check_football_scenario, with_episode_stats
+from hts_lightning.envs._shared import check_football_scenario, with_episode_stats
 
 __all__ = ["PAPER_SCENARIOS", "make_football_env"]
 

@@ -10,7 +10,7 @@ from functools import partial
 import gymnasium
 from torchrl.envs import EnvBase, GymWrapper, TransformedEnv
 
-from hts_lightning.envs._registry import with_episode_stats
+from hts_lightning.envs._shared import with_episode_stats
 from hts_lightning.import_path import import_object
 
 __all__ = ["make_user_env", "user_env_factory"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -14,16 +13,13 @@ from torchrl.collectors import BaseCollector
 from torchrl.envs import EnvBase
 
 from hts_lightning.callbacks.stop_on_signal import stop_at_once_while
-from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError
-from hts_lightning.collectors import make_collector
-from hts_lightning.collectors._checks import available_cores, check_thread_count
+from hts_lightning.choices import CollectorKind, InferenceMode, OnEnvError, check_collector_kind
+from hts_lightning.collectors.config import available_cores, check_thread_count
 from hts_lightning.collectors.errors import BatchTimeoutError
-from hts_lightning.collectors.hts import HTSCollector
+from hts_lightning.collectors.factory import KINDS, make_collector, restore_state
 from hts_lightning.modules._deadline import deadline
 
 __all__ = ["CollectionBinding"]
-
-_log = logging.getLogger(__name__)
 
 
 class CollectionBinding:
@@ -80,6 +76,7 @@ class CollectionBinding:
                 "or None for no bound."
             )
         self.kind = kind
+        self._behaviour = KINDS[check_collector_kind(kind)]
         self.batch_timeout = batch_timeout
         self.learner_takes_every_core = learner_takes_every_core
         self._make = dict(
@@ -144,24 +141,15 @@ class CollectionBinding:
             **make,
         )
         saved, self._state_to_load = self._state_to_load, None
-        if saved is not None and saved["kind"] == "hts":
-            self.collector.load_state_dict(saved["state"])
-        elif saved is not None and saved["kind"] == "per_rank":
-            if len(saved["states"]) != world_size:
-                raise ValueError(
-                    f"The checkpoint holds the {self.kind!r} collectors of "
-                    f"{len(saved['states'])} ranks; resume it with the same number of ranks "
-                    f"(got {world_size})."
-                )
-            self.collector.load_state_dict(saved["states"][rank])
+        if saved is not None:
+            restore_state(self.collector, saved, rank=rank, world_size=world_size)
         return _CollectorLoader(self)
 
     def _batches(self) -> Iterator[TensorDictBase]:
         """The collector's batches, each wait for one bounded by ``batch_timeout``."""
         batches = iter(self.collector)
         for batch_number in itertools.count(1):
-            if self.kind == "sync":
-                self._kept_state = self.collector.state_dict()
+            self._kept_state = self._behaviour.state_before_wait(self.collector)
             # Between updates, nothing half done: a stop signal may end the run in this wait.
             self._waiting = True
             with (
@@ -197,7 +185,7 @@ class CollectionBinding:
             raise RuntimeError(f"A batch mixes policy versions {low}..{high}; expected one.")
         # Collector and module both count one per update: their difference maps versions (for
         # a fresh collector and for one restored on resume alike).
-        sent = getattr(self.collector, "policy_version", None)
+        sent = self._behaviour.policy_version(self.collector)
         return low + (self._version_offset if sent is None else updates - sent)
 
     def send_weights(self) -> None:
@@ -208,43 +196,22 @@ class CollectionBinding:
     @property
     def env_restarts(self) -> int:
         """Env restarts after errors so far (``on_env_error="restart"``; 0 for TorchRL's)."""
-        return self.collector.env_restarts if self.kind == "hts" and self.collector else 0
+        return self._behaviour.env_restarts(self.collector) if self.collector else 0
 
     def state_dict(self, world_size: int) -> dict | None:
         """The collector's state; under DDP, of every rank (saving runs on every rank)."""
         if self.collector is None:
             return None
-        if self.kind == "multi_async":
-            # TorchRL 0.14.1's MultiAsyncCollector.state_dict() asks each worker over its pipe;
-            # a worker in the middle of a rollout (one always is, between batches) drops that
-            # rollout to answer, then waits for a "continue" that the collector's iterator
-            # sends only once that rollout arrives: no batch ever comes again. Its state
-            # (frame counters, trajectory ids, the workers' copies of the weights; no env RNG)
-            # is not needed to go on: a resumed run starts a new collector.
-            return {"kind": "new"}
-        # A wait cut short by a stop signal: TorchRL's synchronous collectors answer
-        # state_dict() through their workers, and one may be stalled in its step (asking it
-        # hung for minutes and lost the checkpoint).
+        # A wait cut short by a stop signal: the state kept before it, or none.
         if self._kept_state is not None:
             state = self._kept_state
-        elif self._waiting and self.kind == "multi_sync":
-            state = None  # kept per batch it would cost 15 of a 220 ms CartPole batch
         else:
-            state = self.collector.state_dict()
+            state = self._behaviour.state(self.collector, waiting=self._waiting)
         states: list = [state]
         if world_size > 1:
             states = [None] * world_size
             torch.distributed.all_gather_object(states, state)
-        if self.kind == "hts":
-            # One state of all replicas: it restores into any number of ranks.
-            return {"kind": "hts", "state": HTSCollector.merge_state_dicts(states)}
-        if None in states:
-            _log.warning(
-                "The multi_sync collector was stopped in a wait for a batch: its state is not "
-                "saved, and a run resumed from this checkpoint starts a new collector."
-            )
-            return {"kind": "new"}
-        return {"kind": "per_rank", "states": states}
+        return self._behaviour.checkpoint(states)
 
     def load_state_dict(self, saved: dict | None) -> None:
         """Restore :meth:`state_dict` into the next collector :meth:`start` builds."""
@@ -256,8 +223,8 @@ class CollectionBinding:
         ``max_steps``), when TorchRL's collectors, shut down, can no longer give it."""
         if self.collector is None:
             return
-        if keep_state and self._kept_state is None and self.kind in ("sync", "multi_sync"):
-            self._kept_state = self.collector.state_dict()
+        if keep_state and self._kept_state is None:
+            self._kept_state = self._behaviour.state_at_end(self.collector)
         self.collector.shutdown()
 
 

@@ -32,7 +32,7 @@ from hts_lightning.choices import (
     OnEnvError,
     OptimizerName,
 )
-from hts_lightning.collectors.baselines import check_hts_options
+from hts_lightning.collectors.factory import check_collector_options
 from hts_lightning.envs import env_factory
 from hts_lightning.envs.factory import with_clipped_actions
 from hts_lightning.models import NatureCNN, RunningNorm, build_network, make_actor_critic
@@ -206,7 +206,6 @@ class OnPolicyModule(LightningModule):
                 f"gradient_mode={self.gradient_mode!r} is not offered by "
                 f"{type(self).__name__}; choose one of {self.gradient_modes}."
             )
-        choices.check_collector_kind(collector)
         choices.check_inference_mode(inference)
         choices.check_on_env_error(on_env_error)
         choices.check_lr_schedule(lr_schedule)
@@ -214,7 +213,7 @@ class OnPolicyModule(LightningModule):
         if not (collector == "hts" and env_backend == "envpool"):
             # envpool's threads take any env whenever free: no blocks of replicas to divide.
             choices.check_replicas_per_worker(num_envs, num_workers)
-        check_hts_options(
+        check_collector_options(
             collector, on_env_error=on_env_error, worker_niceness=worker_niceness, overlap=overlap
         )
         if lr_schedule == "linear" and total_frames is None:

@@ -20,7 +20,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import SerialEnv
 
 from hts_lightning import HTSCollector
-from hts_lightning.collectors._seeding import replica_seeds
+from hts_lightning.collectors.core.seeding import replica_seeds
 from hts_lightning.envs import env_factory
 from tests.collectors.spec_envs import ACTIONS, OBSERVATIONS, SpecEnv, action_value, spec_policy
 from tests.conftest import require_module

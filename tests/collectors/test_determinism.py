@@ -98,7 +98,7 @@ def test_a_replica_acts_from_its_own_row_whatever_the_layout_and_timing(inferenc
 
 
 def test_ready_replicas_that_share_a_row_take_separate_calls():
-    from hts_lightning.collectors._engine import _calls
+    from hts_lightning.collectors.core.engine import _calls
 
     def calls(replicas, first_replica=0):
         return [c.tolist() for c in _calls(np.array(replicas), 8, first_replica)]

@@ -156,7 +156,7 @@ def _waits_for_the_consumer(collector) -> bool:
     """Whether the collection thread (inference in this process) has finished the batch it
     was asked for and is blocked taking the next request, none queued: until the consumer
     takes that batch, nothing more is collected and the policy is not called."""
-    runner = collector._backend._runner
+    runner = collector._backend._collection
     if runner._results.empty() or not runner._requests.empty():
         return False
     frame = sys._current_frames().get(runner._thread.ident)
@@ -175,7 +175,7 @@ def _calls_once_idle(collector, limit: float = 60.0) -> int:
         assert time.monotonic() < deadline, "the collector never finished its batch"
         time.sleep(0.01)
     # One finished batch waits, not two: the collector did not run ahead.
-    assert collector._backend._runner._results.qsize() == 1
+    assert collector._backend._collection._results.qsize() == 1
     return _CountCalls.calls
 
 
@@ -356,9 +356,9 @@ def test_a_recv_never_waits_for_more_envs_than_are_stepping():
     it), and the held replicas are never stepped."""
     from torchrl.envs.utils import ExplorationType
 
-    from hts_lightning.collectors._engine import PolicyRunner
-    from hts_lightning.collectors._envpool import EnvpoolExecutor
-    from hts_lightning.collectors._layout import Layout
+    from hts_lightning.collectors.backends.envpool import EnvpoolExecutor
+    from hts_lightning.collectors.core.layout import Layout
+    from hts_lightning.collectors.core.policy_runner import PolicyRunner
 
     make = env_factory("CartPole-v1", backend="envpool")
     runner = PolicyRunner(
@@ -399,7 +399,7 @@ def test_several_worker_processes_collect_the_batches_of_one_pool():
 def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
     """The adapter of envpool 1.2.5's private ``_send``/``_recv`` against ``send``/``recv``:
     two pools of the same seeds, stepped with the same actions, 60 steps over episode ends."""
-    from hts_lightning.collectors._envpool import _PoolCalls
+    from hts_lightning.collectors.backends.envpool import _PoolCalls
 
     make = env_factory(env_id, backend="envpool")
     public, private = (make.make_pool(seeds=[3, 4, 5], num_threads=1, batch_size=2) for _ in "ab")

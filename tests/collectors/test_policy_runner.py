@@ -13,7 +13,7 @@ from torchrl.modules import ProbabilisticActor
 from torchrl.modules.distributions import OneHotCategorical
 
 from hts_lightning import CountingEnv, HTSCollector
-from hts_lightning.collectors._engine import PolicyRunner
+from hts_lightning.collectors.core.policy_runner import PolicyRunner
 from hts_lightning.models import make_actor_critic
 from tests.collectors.policies import sampling_policy
 from tests.conftest import require_module

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hts_lightning import CountingEnv, EnvReplicaError, HTSCollector
-from hts_lightning.collectors import _workers
+from hts_lightning.collectors.backends import in_process
 from tests.collectors.policies import assert_bitwise_equal, sampling_policy
 from tests.conftest import worker_processes
 
@@ -75,7 +75,7 @@ def test_restarts_are_named_by_global_replica_index(caplog):
 
 
 def test_a_replica_that_keeps_failing_raises(monkeypatch):
-    monkeypatch.setattr(_workers, "MAX_RESTARTS_PER_REPLICA", 2)
+    monkeypatch.setattr(in_process, "MAX_RESTARTS_PER_REPLICA", 2)
     envs = [partial(CountingEnv, max_count=100)] * NUM_ENVS
     envs[2] = partial(CountingEnv, max_count=100, fail_at=1)  # every step fails
     with pytest.raises(EnvReplicaError) as info:

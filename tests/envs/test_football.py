@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hts_lightning.cli import main
-from hts_lightning.envs import _registry, env_factory
+from hts_lightning.envs import _shared, env_factory
 from hts_lightning.models import PlayersOneHotCategorical, make_actor_critic
 from tests.collectors.policies import assert_bitwise_equal, collect
 from tests.conftest import quiet_trainer, require_module, worker_processes
@@ -53,12 +53,12 @@ def _hide_gfootball(monkeypatch):
     def hidden(name, *args, **kwargs):
         return None if name.split(".")[0] == "gfootball" else find_spec(name, *args, **kwargs)
 
-    monkeypatch.setattr(_registry.importlib.util, "find_spec", hidden)
+    monkeypatch.setattr(_shared.importlib.util, "find_spec", hidden)
 
 
 def test_missing_extra_names_the_install_command(monkeypatch):
     _hide_gfootball(monkeypatch)
-    with pytest.raises(_registry.MissingDependencyError) as error:
+    with pytest.raises(_shared.MissingDependencyError) as error:
         env_factory("GFootball/academy_empty_goal_close")
     message = str(error.value)
     assert "gfootball is not installed" in message

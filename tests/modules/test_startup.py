@@ -27,7 +27,11 @@ def test_the_command_line_loads_no_library_before_a_command_needs_it():
 
 def test_a_worker_process_imports_neither_lightning_nor_mlflow():
     # What the collectors' forkserver preloads, and so what every worker holds.
-    assert _loaded_after("import hts_lightning.collectors._workers") == ["torch"]
+    from hts_lightning.collectors.backends.pipes import PRELOAD
+
+    assert _loaded_after(f"import {PRELOAD}") == ["torch"]
+    # hts-rl starts the forkserver early with the same preload, without importing torch.
+    assert f'"{PRELOAD}"' in (ROOT / "hts_lightning/cli.py").read_text()
 
 
 def test_a_default_fit_prints_our_lines_and_no_other_librarys_notes(tmp_path):

@@ -31,6 +31,7 @@ import numpy as np
 from tensordict import TensorDictBase
 
 from hts_lightning._compat import envpool_recv, envpool_send
+from hts_lightning.collectors.core.executor import Executor
 from hts_lightning.envs.envpool import EnvpoolFactory
 
 _ROOT_KEYS = ("observation", "done", "terminated", "truncated", "episode_reward", "step_count")
@@ -38,7 +39,7 @@ _NEXT_KEYS = (*_ROOT_KEYS, "reward")
 _FILLER_SEED = 0  # a filler's trajectory is never read
 
 
-class EnvpoolExecutor:
+class EnvpoolExecutor(Executor):
     """Steps ``len(slots)`` replicas in one envpool; replica i's env is seeded ``seeds[i]``."""
 
     #: Root keys no step changes (a root is never done: an ended episode is reset first),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from hts_lightning.collectors._engine import PolicyRunner, leaf_keys
+from hts_lightning.collectors.core.policy_runner import PolicyRunner
+from hts_lightning.collectors.core.views import leaf_keys
 
 
 class Layout:

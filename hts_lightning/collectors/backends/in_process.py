@@ -1,54 +1,36 @@
-"""Replica executors: step env replicas in this process or in worker processes.
-
-Both executors offer the same three calls to the collection engine: ``send(ids)`` asks for one
-step of each listed replica (the action is already in the shared slots), ``wait_ready()`` blocks
-until at least one asked-for step has finished and returns every finished replica, and
-``close()``. Step results go straight into the shared slots, indexed by replica; the pipes only
-carry replica indices, so arrival order never touches the data.
-"""
+"""Replicas as TorchRL envs stepped one at a time in this process, through the shared slots
+(the serial mode's executor, and each stepping worker's), and the executor a worker process
+builds for its own block: that, or an envpool."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import pickle
-import signal
-import struct
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDictBase
 from torchrl.envs import EnvBase
 
-from hts_lightning.collectors._engine import _numpy
-from hts_lightning.collectors._pool import (
-    READY,
-    STEPPED,
-    WorkerPool,
-    receive,
-    report_error,
-    send,
-)
-from hts_lightning.collectors._seeding import restart_seed
+from hts_lightning.collectors.backends.envpool import EnvpoolExecutor
+from hts_lightning.collectors.core.executor import Executor
+from hts_lightning.collectors.core.layout import Layout
+from hts_lightning.collectors.core.seeding import restart_seed
+from hts_lightning.collectors.core.views import numpy_view
 from hts_lightning.collectors.errors import EnvReplicaError
 from hts_lightning.envs.snapshot import load_env_state, save_env_state
-
-if TYPE_CHECKING:
-    from hts_lightning.collectors._layout import Layout
 
 #: (next root TensorDict, env state or None): a replica between two batches.
 ReplicaState = tuple[TensorDictBase, Any]
 #: (replica, traceback) of an env error that ``on_env_error="restart"`` recovered from.
 Restart = tuple[int, str]
-STATES = b"P"  # parent -> stepping worker: send the states of your replicas
 #: A replica that keeps failing is a bug, not bad luck: past this many restarts it raises.
 MAX_RESTARTS_PER_REPLICA = 100
 
 
-class _ReplicaStepper:
+class ReplicaStepper:
     """Owns some replicas' envs; steps one replica at a time through the shared slots.
 
     With ``on_env_error="restart"`` a step that raises does not stop collection: the replica's
@@ -67,9 +49,9 @@ class _ReplicaStepper:
         # numpy views of the slots' tensors (the same memory), read and written row by row: a
         # step builds no TensorDict views, and a numpy row copy costs a fraction of torch's
         # indexed assignment (~15 of them a step).
-        self._slot_root = [_numpy(slots["root"].get(k), k) for k in self._root_keys]
-        self._slot_next = [_numpy(slots["next"].get(k), k) for k in self._next_keys]
-        self._slot_action = [_numpy(slots["action"].get(k), k) for k in self._action_keys]
+        self._slot_root = [numpy_view(slots["root"].get(k), k) for k in self._root_keys]
+        self._slot_next = [numpy_view(slots["next"].get(k), k) for k in self._next_keys]
+        self._slot_action = [numpy_view(slots["action"].get(k), k) for k in self._action_keys]
         self._on_env_error = on_env_error
         self.envs: dict[int, EnvBase] = {}
         self._factories: dict[int, tuple[Callable[[], EnvBase], int]] = {}
@@ -169,58 +151,7 @@ class _ReplicaStepper:
         self.envs.clear()
 
 
-def prepare_worker_process(niceness: int, *, batch_scheduling: bool = True) -> None:
-    """Settings every worker process starts with."""
-    # Ctrl-C goes to the whole process group: the parent decides how to stop, not the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    if batch_scheduling and hasattr(os, "SCHED_BATCH"):
-        # Linux's batch policy (no privileges needed): a worker woken from its env's sleep
-        # does not preempt a running one mid-step, so more workers than cores switch less
-        # and refill their caches less often (8 sleeping-env workers on 2 cores: ~15% more
-        # frames/s, benchmarks/RESULTS.md); the learner, a normal process, still preempts
-        # them. Timing only, never the data.
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    if niceness:
-        os.nice(niceness)  # the learner first: see HTSCollector's worker_niceness
-
-
-def _stepping_worker(
-    block: list[int],
-    create_env_fns: list[Callable[[], EnvBase]],
-    seeds: list[int],
-    states: list[ReplicaState | None],
-    conn,
-    *,
-    slots: TensorDictBase,
-    layout: Layout,
-    on_env_error: str,
-    niceness: int,
-) -> None:
-    prepare_worker_process(niceness)
-    stepper = _ReplicaStepper(slots, layout, on_env_error)
-    try:
-        for replica, create_env_fn, seed, state in zip(
-            block, create_env_fns, seeds, states, strict=True
-        ):
-            stepper.add(replica, create_env_fn, seed, state)
-        running = send(conn, READY)
-        while running and (message := receive(conn)) is not None:
-            if message == STATES:
-                reply = {r: stepper.state(r) for r in stepper.envs}
-                running = send(conn, STATES + pickle.dumps((reply, stepper.take_restarts())))
-                continue
-            for replica in np.frombuffer(message, dtype=np.int32).tolist():
-                stepper.step(replica)
-                running = send(conn, STEPPED + struct.pack("i", replica))
-    except Exception:  # the env's own errors, whatever their type, go to the parent
-        report_error(conn, stepper.current_replica, traceback.format_exc())
-    finally:
-        stepper.close()
-        conn.close()
-
-
-class InlineExecutor(_ReplicaStepper):
+class InlineExecutor(ReplicaStepper, Executor):
     """Steps every replica in the calling process, in the order asked: the serial mode."""
 
     def __init__(self, *, create_env_fns, seeds, states, slots, layout, on_env_error="raise"):
@@ -256,49 +187,28 @@ class InlineExecutor(_ReplicaStepper):
         return None
 
 
-class ProcessExecutor:
-    """Steps contiguous blocks of replicas in ``num_workers`` processes, each at its own pace.
-
-    ``worker_options``: the keyword arguments of every worker (``_stepping_worker``'s).
-    """
-
-    def __init__(self, *, create_env_fns, seeds, states, num_workers, mp_context, **worker_options):
-        blocks = np.array_split(np.arange(len(create_env_fns)), num_workers)
-        self._owner = np.concatenate([np.full(len(b), w) for w, b in enumerate(blocks)])
-        self._pool = WorkerPool(blocks, mp_context)
-        self._replicas = (create_env_fns, seeds, states)
-        self._common = worker_options
-
-    def start(self, timeout: float = 300.0) -> None:
-        self._pool.start(_stepping_worker, self._replicas, self._common, timeout)
-        self._replicas = None  # the states are used once; not kept alive
-
-    def batch_ends(self) -> tuple[list[ReplicaState], list[Restart]]:
-        """Every replica's state and the replicas restarted after an env error since the last
-        call, asked of the workers; call between batches (no step is outstanding then, so the
-        only replies are the states)."""
-        for worker in range(len(self._pool.blocks)):
-            self._pool.send(worker, STATES)
-        states: dict[int, ReplicaState] = {}
-        restarts: list[Restart] = []
-        while len(states) < len(self._owner):
-            for _, message in self._pool.wait():
-                block_states, block_restarts = pickle.loads(message[1:])
-                states.update(block_states)
-                restarts.extend(block_restarts)
-        return [states[r] for r in range(len(self._owner))], sorted(restarts)
-
-    def send(self, replicas: np.ndarray) -> None:
-        owners = self._owner[replicas]
-        for worker in np.unique(owners).tolist():
-            self._pool.send(worker, replicas[owners == worker].astype(np.int32).tobytes())
-
-    def wait_ready(self) -> np.ndarray:
-        messages = self._pool.wait()
-        return np.asarray([struct.unpack("i", m[1:])[0] for _, m in messages], dtype=np.int64)
-
-    def stop_workers(self, timeout: float = 5.0) -> None:
-        self._pool.stop(timeout)
-
-    def close(self, timeout: float = 5.0) -> None:
-        self._pool.close(timeout)
+def local_executor(
+    *,
+    create_env_fns,
+    seeds,
+    slots,
+    inference_batch_size: int,
+    native_threads: int | None,
+    **stepper_options,
+):
+    """The executor that steps replicas from this process: an envpool of ``native_threads``
+    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another.
+    ``stepper_options``: the rest of :class:`InlineExecutor`'s arguments (``states``,
+    ``layout``, ``on_env_error``), which an envpool does without: it saves no env state and
+    its errors always raise (``CollectorConfig``)."""
+    if native_threads:
+        return EnvpoolExecutor(
+            factory=create_env_fns[0],
+            seeds=seeds,
+            num_threads=native_threads,
+            slots=slots,
+            inference_batch_size=inference_batch_size,
+        )
+    return InlineExecutor(
+        create_env_fns=create_env_fns, seeds=seeds, slots=slots, **stepper_options
+    )

@@ -1,21 +1,112 @@
-"""Argument checks of the HTSCollector: each says what was wrong and what to do, before
-anything starts."""
+"""Every choice of an HTSCollector, resolved and checked once into a frozen
+:class:`CollectorConfig`: each check says what was wrong and what to do, before anything
+starts."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import math
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torchrl.envs import EnvBase
+from torchrl.envs.utils import ExplorationType
 
 from hts_lightning import choices
 from hts_lightning.envs.envpool import EnvpoolFactory
 
 _log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CollectorConfig:
+    """An HTSCollector's arguments (see there), checked, and resolved where a rule decides: no
+    ``"auto"`` and no ``None`` left in ``backend``, ``device``, ``inference``,
+    ``inference_batch_size`` and ``sync_interval``."""
+
+    create_env_fn: dataclasses.InitVar[Callable[[], EnvBase] | Sequence[Callable[[], EnvBase]]]
+    policy: dataclasses.InitVar[Callable]
+    num_envs: int
+    num_workers: int
+    frames_per_batch: dataclasses.InitVar[int | None]
+    sync_interval: int | None
+    total_frames: int
+    device: torch.device | str | None
+    inference_batch_size: int | None
+    exploration_type: ExplorationType
+    #: ``"workers"`` or ``"main"``
+    inference: str
+    replica_offset: int
+    num_threads: int | None
+    mp_start_method: str
+    on_env_error: str
+    worker_niceness: int
+    #: ``"python"`` or ``"envpool"``
+    backend: str
+    cuda_graph: bool
+    overlap: bool
+    #: one env factory per replica
+    create_env_fns: tuple[Callable[[], EnvBase], ...] = dataclasses.field(init=False)
+
+    def __post_init__(self, create_env_fn, policy, frames_per_batch) -> None:
+        resolved = object.__setattr__  # the resolved choices replace the given ones, once
+        if not isinstance(self.overlap, bool):
+            raise TypeError(f"overlap must be True or False, got {self.overlap!r}")
+        resolved(self, "backend", check_backend(self.backend, create_env_fn, self.on_env_error))
+        resolved(self, "create_env_fns", tuple(check_env_fns(create_env_fn, self.num_envs)))
+        # envpool's threads take any env whenever free: no blocks of replicas to divide.
+        blocks = min(self.num_workers, 1) if self.backend == "envpool" else self.num_workers
+        interval = check_sizes(self.num_envs, blocks, frames_per_batch, self.sync_interval)
+        resolved(self, "sync_interval", interval)
+        if self.total_frames != -1 and self.total_frames <= 0:
+            raise ValueError(
+                f"total_frames must be -1 (no end) or positive, got {self.total_frames}"
+            )
+        niceness = self.worker_niceness
+        if isinstance(niceness, bool) or not isinstance(niceness, int):
+            raise TypeError(f"worker_niceness must be an int, got {niceness!r}")
+        if not 0 <= niceness <= 19:
+            raise ValueError(
+                f"worker_niceness must be in 0..19 (added to the workers' niceness; lowering "
+                f"it needs privileges), got {niceness}."
+            )
+        if not callable(policy):
+            raise TypeError(f"policy must be a TensorDict module, got {type(policy).__name__}")
+        if self.num_workers > 0:
+            check_picklable(self.create_env_fns)
+        check_thread_count(self.num_threads, "num_threads", "the rule above")
+        device = self.device
+        if device is None:
+            # Worker inference is CPU inference, wherever the learner's copy lives.
+            device = "cpu" if self.inference == "workers" else _module_device(policy)
+        resolved(self, "device", torch.device(device))
+        resolved(self, "inference", check_inference(self.inference, self.device, self.num_workers))
+        size = check_inference_batch_size(
+            self.inference_batch_size,
+            num_envs=self.num_envs,
+            num_workers=blocks,
+            inference=self.inference,
+        )
+        resolved(self, "inference_batch_size", size)
+
+    def learner_threads(self, cores: int) -> int:
+        """The learner's default torch threads once workers start. Workers at a lower priority
+        need only what the learner leaves (they step while it waits, and a core it does not
+        fill). Otherwise one core is left to collection, however many workers share it: the
+        count must not follow ``num_workers`` (see HTSCollector's ``num_threads``), and a
+        thread per core beside workers of equal priority oversubscribed 2 cores (a CartPole
+        PPO update measured 10x slower)."""
+        if self.num_threads is not None:
+            return self.num_threads
+        # envpool's threads are niced with the worker processes that start them; with main
+        # inference they run in this process, at the learner's priority.
+        pool_here = self.backend == "envpool" and self.inference == "main"
+        niced_workers = self.worker_niceness > 0 and not pool_here
+        return cores if niced_workers else max(1, cores - 1)
 
 
 def check_backend(backend: str, create_env_fn, on_env_error: str) -> str:
@@ -143,3 +234,8 @@ def check_inference_batch_size(size, *, num_envs: int, num_workers: int, inferen
             math.gcd(block, size),
         )
     return size
+
+
+def _module_device(policy) -> torch.device:
+    tensor = next(itertools.chain(policy.parameters(), policy.buffers()), None)
+    return torch.device("cpu") if tensor is None else tensor.device

@@ -16,11 +16,20 @@ import traceback
 import numpy as np
 import torch
 
-from hts_lightning.collectors._engine import CollectionEngine, PolicyRunner
-from hts_lightning.collectors._envpool import EnvpoolExecutor
-from hts_lightning.collectors._layout import Layout
-from hts_lightning.collectors._pool import DONE, READY, WorkerPool, receive, report_error, send
-from hts_lightning.collectors._workers import InlineExecutor, prepare_worker_process
+from hts_lightning.collectors.backends.in_process import local_executor
+from hts_lightning.collectors.backends.pipes import (
+    DONE,
+    READY,
+    WorkerPool,
+    prepare_worker_process,
+    receive,
+    report_error,
+    send,
+)
+from hts_lightning.collectors.backends.protocols import CollectingBackend
+from hts_lightning.collectors.core.engine import CollectionEngine
+from hts_lightning.collectors.core.layout import Layout
+from hts_lightning.collectors.core.policy_runner import PolicyRunner
 from hts_lightning.collectors.errors import EnvReplicaError
 
 _BATCH = b"B"
@@ -93,34 +102,7 @@ def _collecting_worker(
         conn.close()
 
 
-def local_executor(
-    *,
-    create_env_fns,
-    seeds,
-    slots,
-    inference_batch_size: int,
-    native_threads: int | None,
-    **stepper_options,
-):
-    """The executor that steps replicas from this process: an envpool of ``native_threads``
-    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another.
-    ``stepper_options``: the rest of :class:`InlineExecutor`'s arguments (``states``,
-    ``layout``, ``on_env_error``), which an envpool does without: it saves no env state and
-    its errors always raise (``_checks.check_backend``)."""
-    if native_threads:
-        return EnvpoolExecutor(
-            factory=create_env_fns[0],
-            seeds=seeds,
-            num_threads=native_threads,
-            slots=slots,
-            inference_batch_size=inference_batch_size,
-        )
-    return InlineExecutor(
-        create_env_fns=create_env_fns, seeds=seeds, slots=slots, **stepper_options
-    )
-
-
-class CollectingWorkers:
+class CollectingWorkers(CollectingBackend):
     """``num_workers`` processes that each collect their block of every batch.
 
     With ``native_threads`` = W (the envpool backend) each process's envpool steps its block
@@ -164,7 +146,7 @@ class CollectingWorkers:
         self._end_states: list[list] = [[] for _ in blocks]
         self._restarts: list = []
 
-    # The backend calls of the collector (see ``_backends``).
+    # The backend calls of the collector (see ``backends.protocols.CollectingBackend``).
     def start(self, timeout: float = 300.0) -> None:
         self._pool.start(_collecting_worker, self._replicas, self._common, timeout)
         self._replicas = None  # the start states are used once; not kept alive
