@@ -9,7 +9,7 @@ import torch
 
 from hts_lightning.envs import EnvpoolFactory, env_factory
 from hts_lightning.envs import envpool as envpool_module
-from hts_lightning.envs._registry import MissingDependencyError
+from hts_lightning.envs._shared import MissingDependencyError
 from tests.conftest import require_module
 
 require_module("envpool")
