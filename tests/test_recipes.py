@@ -54,6 +54,10 @@ def test_a_recipe_opens_with_what_it_trains_its_result_and_its_docs(recipe):
     )
 
 
+# The scenarios of the HTS-RL poster's table, with recipes on envpool's football port too.
+FOOTBALL_ON_ENVPOOL = ("academy_empty_goal_close", "academy_empty_goal", "academy_run_to_score")
+
+
 def test_football_recipes_use_the_papers_ppo_settings():
     paper = {
         "num_envs": 16,
@@ -69,17 +73,23 @@ def test_football_recipes_use_the_papers_ppo_settings():
         "minibatches": 8,
         "total_frames": 5_000_000,
     }
-    recipes = sorted((RECIPE_DIR / "football").glob("*.yaml"))
-    assert len(recipes) == len(PAPER_SCENARIOS) + 1
+    recipes = sorted((RECIPE_DIR / "football").rglob("*.yaml"))
+    assert len(recipes) == len(PAPER_SCENARIOS) + 1 + len(FOOTBALL_ON_ENVPOOL)
     for recipe in recipes:
         config = yaml.safe_load(recipe.read_text())
         init_args = config["model"]["init_args"]
         assert {k: init_args[k] for k in paper} == paper, recipe.name
         assert init_args["env_id"].removeprefix("GFootball/") in PAPER_SCENARIOS
-        # rewards scoring+checkpoints: the env's default, or said explicitly.
         rewards = init_args.get("env_kwargs", {}).get("rewards", "scoring,checkpoints")
-        assert rewards == "scoring,checkpoints", recipe.name
         (callback,) = config["trainer"]["callbacks"]
+        if init_args.get("env_backend") == "envpool":
+            # The port's scoring reward only: an episode's return is its goal difference.
+            assert rewards == "scoring", recipe.name
+            assert callback["init_args"]["key"] == "episode_reward"
+            assert recipe.stem.removesuffix("_ppo") in FOOTBALL_ON_ENVPOOL
+            continue
+        # rewards scoring+checkpoints: the env's default, or said explicitly.
+        assert rewards == "scoring,checkpoints", recipe.name
         assert callback["init_args"]["key"] == "goal_difference"
 
 
@@ -99,12 +109,15 @@ TRAINED = [r for r in RECIPES if "football" not in r.parts or r.stem in FOOTBALL
 
 
 @pytest.mark.parametrize(
-    "recipe", sorted((RECIPE_DIR / "football").glob("*.yaml")), ids=lambda p: p.stem
+    "recipe",
+    sorted((RECIPE_DIR / "football").rglob("*.yaml")),
+    ids=lambda p: p.relative_to(RECIPE_DIR / "football").with_suffix("").as_posix(),
 )
 def test_football_recipe_env_steps(recipe):
-    require_module("gfootball")
     init_args = yaml.safe_load(recipe.read_text())["model"]["init_args"]
-    env = env_factory(init_args["env_id"], **init_args.get("env_kwargs", {}))()
+    backend = init_args.get("env_backend", "python")
+    require_module("envpool" if backend == "envpool" else "gfootball")
+    env = env_factory(init_args["env_id"], backend=backend, **init_args.get("env_kwargs", {}))()
     try:
         out = env.rollout(3)
     finally:
@@ -114,13 +127,15 @@ def test_football_recipe_env_steps(recipe):
 
 
 @pytest.mark.smoke
-@pytest.mark.parametrize("recipe", TRAINED, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "recipe", TRAINED, ids=lambda p: p.relative_to(RECIPE_DIR).with_suffix("").as_posix()
+)
 def test_recipe_runs_two_updates(recipe, tmp_path, monkeypatch, empty_store):
-    if "football" in recipe.parts:
-        require_module("gfootball")
     init_args = yaml.safe_load(recipe.read_text())["model"]["init_args"]
     if init_args.get("env_backend") == "envpool":
         require_module("envpool")
+    elif "football" in recipe.parts:
+        require_module("gfootball")
     monkeypatch.chdir(tmp_path)
     shutil.copy(empty_store, tmp_path / "mlflow.db")
     store = f"sqlite:///{tmp_path}/mlflow.db"

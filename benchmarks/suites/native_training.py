@@ -18,7 +18,11 @@ from pathlib import Path
 
 from benchmarks.common import report, runner
 
-# (env_id, num_envs, sync_interval, PPO kwargs of the recipe)
+# (env_id, num_envs, sync_interval, PPO kwargs of the recipe[, env_kwargs])
+_FOOTBALL_PPO = dict(
+    gamma=0.993, gae_lambda=0.95, lr=0.000343, entropy_coef=0.003, max_grad_norm=0.64,
+    clip_epsilon=0.08, epochs=2, minibatches=8,
+)  # fmt: skip
 ENVS = {
     "cartpole": (
         "CartPole-v1",
@@ -27,6 +31,15 @@ ENVS = {
         dict(gamma=0.98, gae_lambda=0.8, lr=0.001, entropy_coef=0.0, epochs=20, minibatches=1),
     ),
     "pong": ("ALE/Pong-v5", 16, 128, dict(lr=0.00025, clip_epsilon=0.1, epochs=4, minibatches=4)),
+    # The football recipes' PPO on the gfootball package and on envpool's port, both with the
+    # scoring reward (the port has no checkpoint rewards).
+    "football": (
+        "GFootball/academy_empty_goal_close",
+        16,
+        128,
+        _FOOTBALL_PPO,
+        {"rewards": "scoring"},
+    ),
 }
 CONTENDERS = {
     "HTS envpool": ("hts", "envpool", "auto"),
@@ -45,13 +58,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cells = []
     for env in args.envs:
-        env_id, num_envs, sync_interval, ppo = ENVS[env]
+        env_id, num_envs, sync_interval, ppo, *env_kwargs = ENVS[env]
         found = {}
         for name, (collector, backend, inference) in CONTENDERS.items():
             run = runner.Run(
                 env, collector, num_envs, args.num_workers, sync_interval, inference=inference
             )
-            runner.train(run, env_id, batches=args.batches, env_backend=backend, **ppo)
+            runner.train(run, env_id, *env_kwargs, batches=args.batches, env_backend=backend, **ppo)
             found[name] = run
             print(
                 f"{env} {name}: {run.fps:.0f} frames/s, update/wait {run.per_batch} s, "

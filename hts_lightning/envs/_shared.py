@@ -29,6 +29,8 @@ def check_env_id(env_id: str) -> None:
 
 GFOOTBALL_VERSION = "2.10.2"
 FOOTBALL_INSTALL_COMMAND = "scripts/install_football.sh .venv"
+#: The env-id prefix of Google Research Football scenarios: "GFootball/<scenario>".
+FOOTBALL_PREFIX = "GFootball/"
 
 
 class MissingDependencyError(ValueError, ImportError):

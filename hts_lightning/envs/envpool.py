@@ -9,6 +9,11 @@
 - :meth:`EnvpoolFactory.make_pool` builds the asynchronous pool of many replicas that the
   HTSCollector's native backend steps (see ``collectors/backends/envpool.py``).
 
+Google Research Football ids (``"GFootball/<scenario>"``) take envpool's native C++ port of
+the engine; the port returns one channel-last frame a step, so both paths stack and transpose
+its frames as the gfootball package's ``stacked`` observation
+(:class:`~hts_lightning.envs.frame_stack.FrameStack`).
+
 Both step the envs the same way (a finished episode is reset by envpool's auto-reset, the next
 ``send`` of that env) and seed each env by itself (envpool's per-env seeds), so a replica gives
 the same trajectory on either, given its seed and actions (tested).
@@ -28,8 +33,14 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
 from torchrl.envs import EnvBase, TransformedEnv
 
-from hts_lightning.envs._shared import MissingDependencyError, did_you_mean, with_episode_stats
+from hts_lightning.envs._shared import (
+    FOOTBALL_PREFIX,
+    MissingDependencyError,
+    did_you_mean,
+    with_episode_stats,
+)
 from hts_lightning.envs.atari import make_atari_env
+from hts_lightning.envs.frame_stack import FrameStack
 
 __all__ = ["ENVPOOL_INSTALL", "EnvpoolFactory", "envpool_available", "envpool_factory"]
 
@@ -59,28 +70,44 @@ def envpool_available() -> bool:
     return importlib.util.find_spec("envpool") is not None
 
 
+# make_football_env's options that envpool's football port offers, with the values it has.
+_FOOTBALL_OPTIONS = {
+    "rewards": ("scoring",),
+    "representation": ("extracted",),
+    "num_controlled_players": (1,),
+    "channels_first": (True,),
+    "stacked": (True, False),
+}
+
+
 def _task_id(env_id: str) -> str:
-    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``, classic-control and
-    MuJoCo ids (``"HalfCheetah-v4"``) are the same. Only envpool's Atari, classic-control and
-    gym-MuJoCo families are served (the keys and preprocessing of the others are not the
-    Python path's)."""
+    """envpool's id of ``env_id``: ``"ALE/Pong-v5"`` is ``"Pong-v5"``,
+    ``"GFootball/academy_corner"`` is ``"gfootball/academy_corner-v1"``, classic-control and
+    MuJoCo ids (``"HalfCheetah-v4"``) are the same. Only envpool's Atari, football,
+    classic-control and gym-MuJoCo families are served (the keys and preprocessing of the
+    others are not the Python path's)."""
     from envpool.registration import registry
 
-    task_id = env_id.removeprefix("ALE/")
-    families = (
-        ("envpool.atari",)
-        if env_id.startswith("ALE/")
-        else ("envpool.classic_control", "envpool.mujoco.gym")
-    )
+    if env_id.startswith(FOOTBALL_PREFIX):
+        families = ("envpool.gfootball",)
+        task_id = f"gfootball/{env_id.removeprefix(FOOTBALL_PREFIX)}-v1"
+    elif env_id.startswith("ALE/"):
+        families, task_id = ("envpool.atari",), env_id.removeprefix("ALE/")
+    else:
+        families, task_id = ("envpool.classic_control", "envpool.mujoco.gym"), env_id
     known = sorted(t for t, (path, _, _) in registry.specs.items() if path in families)
     if task_id in known:
         return task_id
-    # The suggestions keep the "ALE/" that the id had.
-    hint = did_you_mean(task_id, known, cutoff=0.6, prefix=env_id.removesuffix(task_id))
+    # The suggestions are spelt as the id was ("ALE/Pong-v5", "GFootball/academy_corner").
+    spelt = {
+        "envpool.gfootball": lambda t: FOOTBALL_PREFIX + t.split("/")[1].removesuffix("-v1"),
+        "envpool.atari": lambda t: "ALE/" + t,
+    }.get(families[0], str)
+    hint = did_you_mean(env_id, [spelt(t) for t in known], cutoff=0.6)
     raise ValueError(
-        f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5'), classic-control "
-        f"and MuJoCo ('HalfCheetah-v4', ...) envs; {env_id!r} is not one of them (looked "
-        f"for {task_id!r}).{hint} Use "
+        f"env_backend 'envpool' serves envpool's Atari ('ALE/<Game>-v5'), football "
+        f"('GFootball/<scenario>'), classic-control and MuJoCo ('HalfCheetah-v4', ...) envs; "
+        f"{env_id!r} is not one of them (looked for {task_id!r}).{hint} Use "
         "`env_backend: python` for other environments."
     )
 
@@ -94,6 +121,9 @@ class EnvpoolFactory:
         task_id: envpool's id (``"Pong-v5"``).
         options: keyword arguments of ``envpool.make`` (the preprocessing), as sorted pairs.
         clip_rewards: clip the training reward to [-1, 1] (``"episode_reward"`` stays raw).
+        frame_stack: stack the last this many frames, channels first (the football port's
+            frames, see :class:`~hts_lightning.envs.frame_stack.FrameStack`); 0 keeps
+            envpool's observations as they are.
 
     Example:
         >>> make = envpool_factory("CartPole-v1")
@@ -108,6 +138,15 @@ class EnvpoolFactory:
     task_id: str
     options: tuple[tuple[str, Any], ...] = ()
     clip_rewards: bool = False
+    frame_stack: int = 0
+
+    def frames(self, num_envs: int, space) -> FrameStack | None:
+        """The frame stack of ``num_envs`` envs of observation ``space`` (``None``: none)."""
+        if not self.frame_stack:
+            return None
+        return FrameStack(
+            num_envs=num_envs, frame_shape=space.shape, depth=self.frame_stack, dtype=space.dtype
+        )
 
     def __call__(self) -> TransformedEnv:
         """One replica as a TorchRL env, with the keys and transforms of the Python path."""
@@ -146,7 +185,10 @@ class EnvpoolReplica(EnvBase):
         self._seeded_observation = None
         self._done = False
         probe = factory.make_pool(seeds=[seed], num_threads=1)
-        self.observation_spec = Composite(observation=_box_spec(probe.observation_space))
+        self._frames = factory.frames(1, probe.observation_space)
+        self.observation_spec = Composite(
+            observation=_box_spec(probe.observation_space, stack=factory.frame_stack)
+        )
         space = probe.action_space
         self._discrete = hasattr(space, "n")
         self._bounds = None if self._discrete else (space.low, space.high)
@@ -181,6 +223,8 @@ class EnvpoolReplica(EnvBase):
         else:
             observation, _ = self._pool.reset()
         self._done = False
+        if self._frames is not None:
+            observation = self._frames.reset(_ENV_0, observation)
         return TensorDict(observation=self._observation(observation), **self.full_done_spec.zero())
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -193,6 +237,8 @@ class EnvpoolReplica(EnvBase):
             action, np.zeros(1, dtype=np.int32)
         )
         self._done = bool(terminated[0] or truncated[0])
+        if self._frames is not None:
+            observation = self._frames.step(_ENV_0, observation)
         return TensorDict(
             observation=self._observation(observation),
             reward=torch.as_tensor(reward, dtype=torch.float32).reshape(1),
@@ -208,9 +254,16 @@ class EnvpoolReplica(EnvBase):
         self._pool = self._seeded_observation = None
 
 
-def _box_spec(space) -> Bounded:
-    """The spec of a box space; float64 (MuJoCo's) becomes float32, as the networks are."""
-    low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+_ENV_0 = np.zeros(1, dtype=np.int64)
+
+
+def _box_spec(space, *, stack: int = 0) -> Bounded:
+    """The spec of a box space (of ``stack`` stacked frames of it, see ``FrameStack``);
+    float64 (MuJoCo's) becomes float32, as the networks are."""
+    low, high = space.low, space.high
+    if stack:
+        low, high = (np.tile(np.moveaxis(b, -1, 0), (stack, 1, 1)) for b in (low, high))
+    low, high = torch.as_tensor(low), torch.as_tensor(high)
     if low.dtype == torch.float64:
         low, high = low.float(), high.float()
     return Bounded(low=low, high=high, shape=low.shape, dtype=low.dtype)
@@ -220,8 +273,11 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
     """The envpool version of ``env_factory(env_id, **env_kwargs)``, checked now.
 
     ``"ALE/..."`` ids take :func:`make_atari_env`'s keyword arguments, mapped onto envpool's
-    options (the differences are listed in docs/guides/envpool.md); other ids are
-    envpool's classic-control and MuJoCo envs and take none.
+    options (the differences are listed in docs/guides/envpool.md). ``"GFootball/..."`` ids
+    take :func:`~hts_lightning.envs.football.make_football_env`'s as far as envpool's port
+    offers them: one player's super-mini-map, stacked or not, and the scoring reward, which
+    must be asked for (``rewards="scoring"``). Other ids are envpool's classic-control and
+    MuJoCo envs and take none.
 
     Example:
         >>> make = envpool_factory("CartPole-v1")
@@ -231,6 +287,8 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
     if not envpool_available():
         raise MissingDependencyError(f"env_backend 'envpool' needs envpool. {ENVPOOL_INSTALL}")
     task_id = _task_id(env_id)
+    if env_id.startswith(FOOTBALL_PREFIX):
+        return EnvpoolFactory(env_id, task_id, frame_stack=_football_frames(env_kwargs))
     if not env_id.startswith("ALE/"):
         if env_kwargs:
             raise ValueError(
@@ -268,3 +326,31 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
         reward_clip=False,
     )
     return EnvpoolFactory(env_id, task_id, tuple(sorted(options.items())), settings["clip_rewards"])
+
+
+def _football_frames(env_kwargs: dict) -> int:
+    """The frame stack of a football scenario on envpool's port for ``make_football_env``'s
+    ``env_kwargs``: 4 frames (``stacked``, the default) or 1. The port gives the super-mini-map
+    ("extracted") of one player with the scoring reward only; other options are refused with
+    the way out, and ``rewards`` must be given, since the Python path's default
+    (``"scoring,checkpoints"``) would silently become another training reward."""
+    unknown = sorted(set(env_kwargs) - set(_FOOTBALL_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"Unknown football env_kwargs {unknown} for env_backend 'envpool'; known: "
+            f"{sorted(_FOOTBALL_OPTIONS)}."
+        )
+    if env_kwargs.get("rewards") != "scoring":
+        raise ValueError(
+            "envpool's football port gives the scoring reward only (+1 a goal for, -1 against), "
+            f"not {env_kwargs.get('rewards', 'scoring,checkpoints')!r}: set env_kwargs "
+            "{rewards: scoring} to train on it, or use `env_backend: python` for gfootball's "
+            "checkpoint rewards."
+        )
+    for name, values in _FOOTBALL_OPTIONS.items():
+        if name in env_kwargs and env_kwargs[name] not in values:
+            raise ValueError(
+                f"envpool's football port offers {name}={values[0]!r} only, got "
+                f"{env_kwargs[name]!r}: leave it out, or use `env_backend: python`."
+            )
+    return 4 if env_kwargs.get("stacked", True) else 1

@@ -9,7 +9,12 @@ from torchrl.data import Bounded, TensorSpec
 from torchrl.envs import EnvBase, TransformedEnv
 
 from hts_lightning.choices import check_env_backend
-from hts_lightning.envs._shared import check_env_id, check_football_scenario, with_episode_stats
+from hts_lightning.envs._shared import (
+    FOOTBALL_PREFIX,
+    check_env_id,
+    check_football_scenario,
+    with_episode_stats,
+)
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.envpool import EnvpoolFactory, envpool_factory
@@ -21,9 +26,6 @@ from hts_lightning.envs.user import user_env_factory
 from hts_lightning.import_path import is_import_path
 
 __all__ = ["env_factory", "with_clipped_actions"]
-
-FOOTBALL_PREFIX = "GFootball/"
-
 
 # The package's own envs (CountingEnv for tests and fault drills), by id.
 _OWN_ENVS = {"VariableLatency": VariableLatencyEnv, "Counting": CountingEnv}

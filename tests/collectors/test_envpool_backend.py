@@ -53,6 +53,10 @@ def _run(make, policy, *, num_envs, sync_interval, batches, consumer_delay=None,
     return torch.stack(out)
 
 
+def _env_kwargs(env_id: str) -> dict:
+    return {"rewards": "scoring"} if env_id == FOOTBALL else {}
+
+
 def _cartpole_policy():
     """The CartPole recipe's actor: its 64-cell layers are wide enough for MKL's AVX-512
     kernels to round a row by its place in the chunk (where a CPU has them)."""
@@ -68,6 +72,15 @@ def _pong_policy():
     return model.get_policy_operator()
 
 
+def _football_policy():
+    env = env_factory(FOOTBALL, backend="envpool", rewards="scoring")()
+    torch.manual_seed(0)
+    return make_actor_critic(env.observation_spec, env.action_spec).get_policy_operator()
+
+
+FOOTBALL = "GFootball/academy_empty_goal_close"
+
+
 def test_auto_backend_picks_envpool_for_an_envpool_factory():
     make = env_factory("CartPole-v1", backend="envpool")
     with HTSCollector(make, _cartpole_policy(), num_envs=2, num_workers=1, sync_interval=4) as c:
@@ -80,20 +93,29 @@ def test_auto_backend_picks_envpool_for_an_envpool_factory():
 
 @pytest.mark.parametrize(
     ("env_id", "make_policy", "num_envs", "sync_interval", "batches"),
-    [("CartPole-v1", _cartpole_policy, 4, 40, 3), ("ALE/Pong-v5", _pong_policy, 3, 12, 2)],
-    ids=["cartpole", "pong"],
+    [
+        ("CartPole-v1", _cartpole_policy, 4, 40, 3),
+        ("ALE/Pong-v5", _pong_policy, 3, 12, 2),
+        (FOOTBALL, _football_policy, 3, 40, 2),
+    ],
+    ids=["cartpole", "pong", "football"],
 )
 def test_native_batches_equal_the_python_path_over_the_same_envs(
     env_id, make_policy, num_envs, sync_interval, batches
 ):
     """Same replica seeds, same resets, same bookkeeping: the native backend's batches are the
     Python engine's over single-env envpools (TorchRL's StepCounter/RewardSum/RewardClipping
-    there, the executor's own arithmetic here), bitwise, with episodes ending mid-batch."""
-    make = env_factory(env_id, backend="envpool")
+    there, the executor's own arithmetic here; football's stacked frames in each), bitwise,
+    with episodes ending mid-batch."""
+    make = env_factory(env_id, backend="envpool", **_env_kwargs(env_id))
     common = dict(num_envs=num_envs, sync_interval=sync_interval, batches=batches)
     native = _run(make, make_policy(), backend="envpool", num_workers=2, **common)
     python = _run(make, make_policy(), backend="python", num_workers=0, **common)
     assert_bitwise_equal(native, python)
+    if env_id == FOOTBALL:  # a lost ball ends the academy's episodes early
+        assert native["next", "done"].sum() >= 1
+        stacked = native["next", "observation"][..., :12, :, :]
+        assert torch.equal(stacked, native["observation"][..., 4:, :, :])
     if env_id == "CartPole-v1":
         assert native["next", "done"].sum() >= 4  # resets happened inside the batches
         ends, after = native["next", "done"], native["next"]
@@ -106,13 +128,14 @@ def test_native_batches_equal_the_python_path_over_the_same_envs(
     [
         ("CartPole-v1", _cartpole_policy, 6, 30, 4, 4),
         ("ALE/Pong-v5", _pong_policy, 4, 10, 2, 2),
+        (FOOTBALL, _football_policy, 4, 30, 2, 2),
     ],
-    ids=["cartpole", "pong"],
+    ids=["cartpole", "pong", "football"],
 )
 def test_bitwise_identical_with_1_2_4_threads_either_inference_and_varied_consumer_timing(
     env_id, make_policy, num_envs, sync_interval, batches, chunk
 ):
-    make = env_factory(env_id, backend="envpool")
+    make = env_factory(env_id, backend="envpool", **_env_kwargs(env_id))
     runs = [
         _run(
             make,

@@ -117,8 +117,8 @@ def test_bad_ids_and_arguments_name_the_fix():
         env_factory("ALE/Pongg-v5", backend="envpool")
     with pytest.raises(ValueError, match=r"Did you mean one of: ALE/Pong-v5"):
         env_factory("ALE/Pongg-v5", backend="envpool")
-    with pytest.raises(ValueError, match=r"Atari.*classic-control"):
-        env_factory("GFootball/academy_corner", backend="envpool")
+    with pytest.raises(ValueError, match=r"Atari.*football.*classic-control"):
+        env_factory("Pong-v5", backend="envpool")
     with pytest.raises(ValueError, match="takes no env_kwargs"):
         env_factory("CartPole-v1", backend="envpool", std=1.0)
     with pytest.raises(ValueError, match="Unknown Atari env_kwargs"):
@@ -127,6 +127,54 @@ def test_bad_ids_and_arguments_name_the_fix():
         env_factory("ALE/Pong-v5", backend="envpool", max_episode_frames=1001)
     with pytest.raises(ValueError, match="env backend must be one of"):
         env_factory("CartPole-v1", backend="cpp")
+
+
+def test_football_port_stacks_its_frames_as_the_gfootball_package_does():
+    """envpool's football port returns one [72, 96, 4] frame a step; the factory stacks four,
+    channels first, as make_football_env's default observation: the same bits at reset."""
+    require_module("gfootball")
+    scenario = "GFootball/academy_empty_goal_close"
+    native = env_factory(scenario, backend="envpool", rewards="scoring")()
+    python = env_factory(scenario, rewards="scoring")()
+    assert native.observation_spec["observation"].shape == (16, 72, 96)
+    assert native.action_spec == python.action_spec
+    native.set_seed(0)
+    python.set_seed(0)
+    first = native.reset()
+    assert torch.equal(first["observation"], python.reset()["observation"])
+    assert torch.equal(first["observation"][:4], first["observation"][12:])  # start: 4 copies
+    # Run right, then shoot: the step's new frame comes last, the oldest goes; a goal is
+    # +1 and the episode's end.
+    td, rows = first, []
+    for index in [5] * 20 + [12] * 20:
+        td["action"] = torch.nn.functional.one_hot(torch.tensor(index), 19)
+        stepped, td = native.step_and_maybe_reset(td)
+        rows.append(stepped)
+        if stepped["next", "done"]:
+            break
+    assert torch.equal(stepped["next", "observation"][:12], stepped["observation"][4:])
+    assert stepped["next", "terminated"] and stepped["next", "episode_reward"].item() == 1.0
+    assert sum(float(r["next", "reward"]) for r in rows) == 1.0
+    assert td["step_count"].item() == 0  # reset for the next episode
+
+
+def test_football_options_the_port_lacks_are_refused_with_the_way_out():
+    scenario = "GFootball/academy_corner"
+    with pytest.raises(ValueError, match=r"scoring reward only.*rewards: scoring"):
+        env_factory(scenario, backend="envpool")
+    with pytest.raises(ValueError, match=r"not 'scoring,checkpoints'"):
+        env_factory(scenario, backend="envpool", rewards="scoring,checkpoints")
+    with pytest.raises(ValueError, match=r"num_controlled_players=1 only.*env_backend: python"):
+        env_factory(scenario, backend="envpool", rewards="scoring", num_controlled_players=3)
+    with pytest.raises(ValueError, match=r"representation='extracted' only"):
+        env_factory(scenario, backend="envpool", rewards="scoring", representation="pixels")
+    with pytest.raises(ValueError, match=r"Unknown football env_kwargs \['seed'\]"):
+        env_factory(scenario, backend="envpool", rewards="scoring", seed=1)
+    with pytest.raises(ValueError, match=r"Did you mean one of: GFootball/academy_corner"):
+        env_factory("GFootball/academy_corne", backend="envpool", rewards="scoring")
+    unstacked = env_factory(scenario, backend="envpool", rewards="scoring", stacked=False)
+    assert unstacked.frame_stack == 1 and pickle.loads(pickle.dumps(unstacked)) == unstacked
+    assert unstacked().observation_spec["observation"].shape == (4, 72, 96)
 
 
 def test_without_envpool_the_backend_stops_naming_the_fallback(monkeypatch):

@@ -83,7 +83,7 @@ class EnvpoolExecutor(Executor):
         self._idle_ids: list[np.ndarray] = []  # resets and fillers to send with the idle action
         self._storage: tuple[dict, np.ndarray] | None = None  # see write_steps_into
         self._stopping = False
-        self._pool = self._calls = None
+        self._pool = self._calls = self._frames = None
 
     def start(self) -> None:
         """Build the pool, reset every env and publish the first observations."""
@@ -99,6 +99,8 @@ class EnvpoolExecutor(Executor):
         # A box action reaches the env clipped to its bounds (a Gaussian's sample may not be).
         self._bounds = None if self._discrete else (space.low, space.high)
         self._calls = _PoolCalls(self._pool)
+        # The replicas' stacked frames, where the factory stacks them (the football port)
+        self._frames = self._factory.frames(self._num_envs, self._pool.observation_space)
         self._pool.async_reset()
         self._resetting[:] = True
         self._in_flight = self._num_envs
@@ -161,7 +163,10 @@ class EnvpoolExecutor(Executor):
         self._resetting[reset] = False
         self._returns[reset] = 0.0
         self._steps[reset] = 0
-        self._publish_root(reset, observation[resetting], 0.0, 0)
+        first = observation[resetting]
+        if self._frames is not None:
+            first = self._frames.reset(reset, first)
+        self._publish_root(reset, first, 0.0, 0)
         stepping = ~resetting
         stepped = [a[stepping] for a in (env, observation, reward, terminated, truncated)]
         env = self._record_steps(*stepped) if stepped[0].size else stepped[0]
@@ -171,6 +176,8 @@ class EnvpoolExecutor(Executor):
         """Write the steps of ``env`` into the slots; the replicas ready to act again (int64)."""
         raw = reward.astype(np.float32)
         done = terminated | truncated
+        if self._frames is not None:
+            observation = self._frames.step(env, observation)
         # The returns and step counts gathered once, for the slots' next and root rows.
         returns = self._returns[env] + raw
         steps = self._steps[env] + 1
