@@ -60,6 +60,10 @@ class Study:
     #: CleanRL's script (in a checkout of vwxyzjn/cleanrl) and its options with the recipe's
     #: settings, for a "cleanrl" cell beside the variants; None: no CleanRL counterpart
     cleanrl: tuple[str, tuple[str, ...]] | None = None
+    #: the MLflow metric the curve follows (its last part names the records' third column)
+    metric: str = METRIC
+    #: scores whose first crossing the report tables (agent steps and training minutes)
+    thresholds: tuple[float, ...] = ()
 
 
 _PONG_PPO = dict(
@@ -108,7 +112,64 @@ STUDIES = {
         "'recipe before the study' is it before (torch's initialization, twice "
         "the anchors' value-loss weight, current).",
     ),
+    "pong_ppo_8envs_1m": Study(
+        recipe="recipes/atari/pong_ppo_8envs.yaml",
+        variants={"recipe": ()},
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=16,
+        frames_per_batch=1024,
+        anchors="pong_ppo",
+        note="Pong PPO to 1M agent steps with the anchors' own setting (OpenAI baselines' and "
+        "CleanRL's 8 envs x 128: twice the paper's updates per frame), beside the same anchors.",
+        cleanrl=(
+            "cleanrl/ppo_atari_envpool.py",
+            ("--env-id", "Pong-v5", "--total-timesteps", "10000000", "--no-cuda"),
+        ),
+    ),
 }
+
+
+_FOOTBALL_POSTER = (
+    "The HTS-RL poster (IouJenLiu/HTS-RL, gh-pages, poster.pdf; GPUs, 16 envs, the paper's "
+    "reward scoring+checkpoints): minutes to a mean score of 0.4 / 0.8, PPO against HTS-RL"
+)
+
+
+def _football(scenario: str, poster: str, *, steps: int) -> Study:
+    """PPO on envpool's football port with the paper's settings (scoring reward only): HTS
+    against TorchRL's synchronous collector, the steps and minutes to the poster's scores."""
+    return Study(
+        recipe=f"recipes/football/envpool/{scenario}_ppo.yaml",
+        variants={
+            "hts": (),
+            # No lag: TorchRL's collector, every step synchronous.
+            "sync": ("--model.init_args.collector=sync",),
+        },
+        seeds=(0,),
+        steps=steps,
+        optimizer_steps_per_batch=16,
+        frames_per_batch=2048,
+        anchors=f"football_{scenario}",
+        note=f"PPO on {scenario} (envpool's football port, the paper's PPO settings, the "
+        f"scoring reward) to {steps:,} agent steps, HTS against TorchRL's synchronous "
+        f"collector. {_FOOTBALL_POSTER}: {poster}.",
+        metric="rollout/goal_difference_last_100",
+        thresholds=(0.4, 0.8),
+    )
+
+
+STUDIES.update(
+    football_empty_goal_close=_football(
+        "academy_empty_goal_close", "5.4 / 15.5 against 1.0 / 2.0", steps=1_000_000
+    ),
+    football_empty_goal=_football(
+        "academy_empty_goal", "12.8 / 19.2 against 2.0 / 3.9", steps=2_000_000
+    ),
+    football_run_to_score=_football(
+        "academy_run_to_score", "16.2 / 32.5 against 6.3 / 11.4", steps=2_000_000
+    ),
+)
 
 
 def _mujoco_ppo(task: str, *, steps: int = 1_000_000) -> Study:
@@ -248,7 +309,7 @@ def _write_record(
     RESULTS.joinpath(name).mkdir(parents=True, exist_ok=True)
     with (RESULTS / name / f"{cell}.csv").open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(["agent_steps", "wall_seconds", "return_last_20"])
+        writer.writerow(["agent_steps", "wall_seconds", STUDIES[name].metric.split("/")[-1]])
         writer.writerows(rows)
     meta |= {
         "last_process_seconds": round(seconds, 1),
@@ -257,11 +318,12 @@ def _write_record(
         "machine": reporting.machine_line(),
     }
     (RESULTS / name / f"{cell}.json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"{name}/{cell}: {rows[-1][0]:,} steps, return_last_20 {rows[-1][2]:.1f}", flush=True)
+    metric = STUDIES[name].metric
+    print(f"{name}/{cell}: {rows[-1][0]:,} steps, {metric} {rows[-1][2]:.2f}", flush=True)
 
 
-def read_curve(store: Path) -> list[tuple[int, float, float]]:
-    """(agent steps, training wall seconds, return) per update, from the run in ``store``.
+def read_curve(store: Path, metric: str = METRIC) -> list[tuple[int, float, float]]:
+    """(agent steps, training wall seconds, ``metric``) per update, from the run in ``store``.
     Wall seconds add up the updates' ``time/update`` and ``time/wait_for_batch`` (a resumed
     run's restart is not counted)."""
     from mlflow import MlflowClient
@@ -269,15 +331,15 @@ def read_curve(store: Path) -> list[tuple[int, float, float]]:
     client = MlflowClient(f"sqlite:///{store}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     steps = {}
-    for key in ("time/update", "time/wait_for_batch", METRIC):
+    for key in ("time/update", "time/wait_for_batch", metric):
         for m in client.get_metric_history(run.info.run_id, key):
             steps.setdefault(m.step, {})[key] = m.value
     rows, seconds = [], 0.0
     for step in sorted(steps):
         values = steps[step]
         seconds += values.get("time/update", 0.0) + values.get("time/wait_for_batch", 0.0)
-        if METRIC in values:
-            rows.append((step, round(seconds, 2), values[METRIC]))
+        if metric in values:
+            rows.append((step, round(seconds, 2), values[metric]))
     return rows
 
 
@@ -304,7 +366,7 @@ def run_cell(name: str, study: Study, variant: str, seed: int, work: Path) -> No
     if failed is not None:
         print(f"{name}/{cell}: {failed}; rerun `run` to resume it\n{log_tail(folder / 'log.txt')}")
         return
-    rows = read_curve(folder / "mlflow.db")
+    rows = read_curve(folder / "mlflow.db", study.metric)
     _write_record(name, cell, rows, {
         "study": name, "variant": variant, "seed": seed,
         "command": " ".join(argv[1:]).replace(str(ROOT) + "/", ""),
@@ -318,17 +380,32 @@ def load_anchors(key: str) -> list[dict]:
 
 
 def _curve(path: Path) -> list[tuple[int, float, float]]:
-    with path.open() as source:
-        return [
-            (int(r["agent_steps"]), float(r["wall_seconds"]), float(r["return_last_20"]))
-            for r in csv.DictReader(source)
-        ]
+    with path.open() as source:  # the third column: the study's metric
+        return [(int(r[0]), float(r[1]), float(r[2])) for r in list(csv.reader(source))[1:]]
 
 
 def at_step(rows, step: int) -> float | None:
     """The return of the last update at or before ``step`` (``None`` before the first)."""
     before = [r[2] for r in rows if r[0] <= step]
     return before[-1] if before and rows[-1][0] >= step * 0.98 else None
+
+
+def first_crossing(rows, score: float) -> tuple[int, float] | None:
+    """(agent steps, training wall seconds) of the first update at or above ``score``."""
+    return next(((steps, wall) for steps, wall, value in rows if value >= score), None)
+
+
+def _threshold_table(curves: dict, thresholds: tuple[float, ...]) -> list[str]:
+    """Per cell, the agent steps and training minutes to each threshold ("-": not reached)."""
+    header = "| cell | " + " | ".join(f"steps to {t:g} | minutes to {t:g}" for t in thresholds)
+    lines = [header + " |", "|" + " --- |" * (2 * len(thresholds) + 1)]
+    for cell, rows in curves.items():
+        shown = []
+        for score in thresholds:
+            hit = first_crossing(rows, score)
+            shown += ["-", "-"] if hit is None else [f"{hit[0]:,}", f"{hit[1] / 60:.1f}"]
+        lines.append(f"| {cell} | " + " | ".join(shown) + " |")
+    return lines
 
 
 def draw(name: str) -> Path:
@@ -347,7 +424,7 @@ def draw(name: str) -> Path:
             (int(a["agent_steps"]), float(a["return"])) for a in anchors if a["source"] == source
         )
         by_steps.plot(*zip(*points, strict=True), linestyle=":", marker="x", label=source)
-    by_steps.set(xlabel="agent steps", ylabel="mean return, last 20 episodes", title=name)
+    by_steps.set(xlabel="agent steps", ylabel=study.metric, title=name)
     by_time.set(xlabel="training wall seconds (2 cores)", title=name)
     by_steps.legend(fontsize=7)
     plot = ROOT / "benchmarks" / "plots" / f"learning_{name}.png"
@@ -374,7 +451,11 @@ def report(name: str, *, images: str = "plots/", heading: str = "###") -> str:
     for source in sorted({a["source"] for a in anchors}):
         values = {int(a["agent_steps"]): a["return"] for a in anchors if a["source"] == source}
         lines.append(f"| {source} | " + " | ".join(values.get(s, "-") for s in steps) + " |")
-    lines += ["", "Anchors: " + "; ".join(sorted({a["citation"] for a in anchors})), ""]
+    if anchors:
+        lines += ["", "Anchors: " + "; ".join(sorted({a["citation"] for a in anchors}))]
+    if study.thresholds:
+        lines += ["", *_threshold_table(curves, study.thresholds)]
+    lines.append("")
     for cell in curves:
         meta = json.loads((RESULTS / name / f"{cell}.json").read_text())
         lines.append(f"- `{cell}`: `{meta['command']}` ({meta['machine']}, {meta['utc_end']})")
