@@ -161,7 +161,7 @@ def _football(scenario: str, poster: str, *, steps: int) -> Study:
 
 STUDIES.update(
     football_empty_goal_close=_football(
-        "academy_empty_goal_close", "5.4 / 15.5 against 1.0 / 2.0", steps=1_000_000
+        "academy_empty_goal_close", "5.4 / 15.5 against 1.0 / 2.0", steps=400_000
     ),
     football_empty_goal=_football(
         "academy_empty_goal", "12.8 / 19.2 against 2.0 / 3.9", steps=2_000_000
