@@ -11,8 +11,7 @@
 
 Google Research Football ids (``"GFootball/<scenario>"``) take envpool's native C++ port of
 the engine; the port returns one channel-last frame a step, so both paths stack and transpose
-its frames as the gfootball package's ``stacked`` observation
-(:class:`~hts_lightning.envs.frame_stack.FrameStack`).
+its frames as the gfootball package's ``stacked`` observation (``envs/frame_stack.py``).
 
 Both step the envs the same way (a finished episode is reset by envpool's auto-reset, the next
 ``send`` of that env) and seed each env by itself (envpool's per-env seeds), so a replica gives
@@ -122,8 +121,7 @@ class EnvpoolFactory:
         options: keyword arguments of ``envpool.make`` (the preprocessing), as sorted pairs.
         clip_rewards: clip the training reward to [-1, 1] (``"episode_reward"`` stays raw).
         frame_stack: stack the last this many frames, channels first (the football port's
-            frames, see :class:`~hts_lightning.envs.frame_stack.FrameStack`); 0 keeps
-            envpool's observations as they are.
+            frames, see ``envs/frame_stack.py``); 0 keeps envpool's observations as they are.
 
     Example:
         >>> make = envpool_factory("CartPole-v1")
