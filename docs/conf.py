@@ -27,6 +27,8 @@ exclude_patterns = ["_build", "_ext", "inventories"]
 html_theme = "furo"
 html_title = "hts_lightning"
 nitpicky = True
+# numpy has no inventory here (docs/inventories is made from the packages this site links to)
+nitpick_ignore = [("py:class", "numpy.ndarray")]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
