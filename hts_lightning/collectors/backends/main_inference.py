@@ -96,6 +96,10 @@ class ThreadCollection:
             index = self._requests.get()
             if index is None:
                 return
+            # A new thread's OpenMP and MKL thread counts are the platform's default, not the
+            # process's torch.set_num_threads: a BLAS call on more threads splits a chunk's
+            # rows otherwise and rounds them otherwise (on an AMD EPYC, rows 4-5 of 6).
+            torch.set_num_threads(torch.get_num_threads())
             try:
                 self._collect(index)
                 self._results.put(None)
