@@ -38,15 +38,13 @@ class CollectorConfig:
     device: torch.device | str | None
     inference_batch_size: int | None
     exploration_type: ExplorationType
-    #: ``"workers"`` or ``"main"``
-    inference: str
+    inference: str  #: ``"workers"`` or ``"main"``
     replica_offset: int
     num_threads: int | None
     mp_start_method: str
     on_env_error: str
     worker_niceness: int
-    #: ``"python"`` or ``"envpool"``
-    backend: str
+    backend: str  #: ``"python"`` or ``"envpool"``
     cuda_graph: bool
     overlap: bool
     #: one env factory per replica
@@ -94,12 +92,10 @@ class CollectorConfig:
         resolved(self, "inference_batch_size", size)
 
     def learner_threads(self, cores: int) -> int:
-        """The learner's default torch threads once workers start. Workers at a lower priority
-        need only what the learner leaves (they step while it waits, and a core it does not
-        fill). Otherwise one core is left to collection, however many workers share it: the
-        count must not follow ``num_workers`` (see HTSCollector's ``num_threads``), and a
-        thread per core beside workers of equal priority oversubscribed 2 cores (a CartPole
-        PPO update measured 10x slower)."""
+        """The learner's torch threads once workers start (HTSCollector's ``num_threads``).
+        Niced workers need only what the learner leaves; otherwise one core is left to
+        collection: a thread per core beside workers of equal priority oversubscribed 2 cores
+        (a CartPole PPO update measured 10x slower)."""
         if self.num_threads is not None:
             return self.num_threads
         # envpool's threads are niced with the worker processes that start them; with main
@@ -207,15 +203,9 @@ DEFAULT_INFERENCE_ROWS = 8
 
 
 def check_inference_batch_size(size, *, num_envs: int, num_workers: int, inference: str) -> int:
-    """The run's fixed inference shape (``None``: ``min(num_envs, 8)``).
-
-    It is a property of the run, never of the worker count: batches are bitwise identical
-    across worker counts at one inference shape (CPU kernels round differently at different
-    batch shapes, while at one shape a row's result does not depend on the other rows). With
-    worker inference a worker acting for B replicas runs ``ceil(B / size)`` calls of ``size``
-    rows each step, so a size that divides every B being compared (1 for one replica per
-    worker) computes no padded rows; that cost is logged once here, never changed silently.
-    """
+    """The run's fixed inference shape (``None``: ``min(num_envs, 8)``; see HTSCollector's
+    ``inference_batch_size``). A worker acting for B replicas runs ``ceil(B / size)`` calls of
+    ``size`` rows each step: the padded rows are logged once here, never changed silently."""
     if size is None:
         size = min(num_envs, DEFAULT_INFERENCE_ROWS)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:

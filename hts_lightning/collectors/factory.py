@@ -208,16 +208,13 @@ def make_collector(
 
     Every kind yields ``num_envs * sync_interval`` frames per batch from the same env factory
     and policy. The TorchRL baselines hold the process count at ``num_workers`` by giving each
-    process a ``SerialEnv`` of ``num_envs / num_workers`` replicas. ``inference`` is the
-    HTSCollector's (where its policy runs). ``replica_offset`` is the global index of the first
-    replica of a shard (one rank of many): the HTSCollector seeds each replica by its global
-    index; the TorchRL collectors, which seed their envs ``seed, seed + 1, ...``, start at
-    ``seed + replica_offset``. ``on_env_error``, ``inference_batch_size``,
-    ``worker_niceness`` and ``overlap`` are the HTSCollector's (TorchRL's collectors always
-    raise, run their workers at the caller's priority, and overlap or not by their kind).
-    ``num_threads``: the torch threads of the calling process once collection starts; ``None``
-    leaves each collector its own rule (the HTSCollector's ``num_threads``; TorchRL's: one
-    core per worker left free).
+    process a ``SerialEnv`` of ``num_envs / num_workers`` replicas, and seed their envs
+    ``seed + replica_offset, ...`` (``replica_offset``: the global index of a shard's first
+    replica, by which the HTSCollector seeds each). ``inference``, ``on_env_error``,
+    ``inference_batch_size``, ``worker_niceness`` and ``overlap`` are the HTSCollector's only
+    (``CollectorKindBehaviour.check_options``). ``num_threads``: the calling process's
+    torch threads once collection starts (``None``: each collector's own rule; TorchRL's
+    leaves one core per worker free).
     """
     check_collector_options(
         kind, on_env_error=on_env_error, worker_niceness=worker_niceness, overlap=overlap

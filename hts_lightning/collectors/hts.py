@@ -43,8 +43,7 @@ class HTSCollector(BaseCollector):
       collected with the weights of update k-1; batches 0 and 1 use the initial weights. Every
       transition carries ``"policy_version"``, the number of weight updates sent before it was
       collected. The collector never runs more than one batch ahead, so a loop that never sends
-      weights does not stall, and a slow learner never sees a lag of 2. ``overlap=False``
-      turns the overlap off: the synchronous baseline on the same engine.
+      weights does not stall, and a slow learner never sees a lag of 2.
     - **Batch synchronization.** Replicas step independently inside a batch; inference runs on
       whichever replicas are ready, never waiting for the slowest one. The only barrier is the
       batch boundary.
@@ -85,18 +84,14 @@ class HTSCollector(BaseCollector):
             the choice for CPUs). ``"main"``: one loop in the collector's process acts for all
             replicas, batched across workers (the choice for a GPU). ``"auto"`` (default):
             ``"main"`` when ``device`` is a GPU or ``num_workers`` is 0, else ``"workers"``.
-            On the CPU both give bitwise-identical batches (tested; it relies on the kernels
-            giving the same rows whatever the thread count, checked for the models here).
+            On the CPU both give bitwise-identical batches (tested).
         replica_offset: global index of the first replica, for a shard of a larger set (one
             rank of many): replica seeds depend on the global index.
         num_threads: torch threads of the calling process (the learner's) once workers start;
-            default: ``max(1, usable cores - 1)`` whatever ``num_workers`` is (a CPU
-            learner's arithmetic depends on its thread count: a Pong PPO update with 1 and 2
-            threads differs in the last bits, so a count that followed ``num_workers`` would
-            break the bitwise equality of runs across worker counts on machines of more than
-            2 cores), or every usable core when the worker processes run at a lower priority
-            (``worker_niceness`` > 0: they take what the learner leaves; envpool's threads
-            too where they live in the worker processes, not with ``inference="main"``).
+            default: ``max(1, usable cores - 1)``, or every usable core beside niced workers
+            (``worker_niceness`` > 0, envpool's threads with them but not under
+            ``inference="main"``), never following ``num_workers``: a CPU learner's bits
+            follow its thread count (docs/concepts/determinism.md).
         mp_start_method: start method of the worker processes.
         on_env_error: what an exception in an env's step does. ``"raise"`` (default): the
             iterator raises :class:`EnvReplicaError` naming the replica and the env's traceback.
@@ -109,41 +104,28 @@ class HTSCollector(BaseCollector):
             than 100 times raises. Errors in env construction or reset, and dead workers,
             always raise.
         worker_niceness: added to the worker processes' niceness (Unix ``nice``, 0-19).
-            Default 0: the workers keep the caller's priority. The learner's update is HTS's
-            critical path (collection only has to finish before it), so on a machine of its
-            own a run may give the learner the cores first with e.g. 10: the workers then use
-            what it leaves (measured on 2 cores: PPO updates 25% shorter, training 1.3x
-            faster on football, 1.08x on Pong; see benchmarks/RESULTS.md). Beside other
-            people's processes niced workers get only what those leave (CartPole PPO on
-            Python envs collected ~66 frames/s on a busy shared machine). It changes only the
-            timing, never the data. With the envpool backend it applies to the worker
-            processes and the envpool threads they start (threads inherit their creator's
-            niceness); with ``inference="main"`` the pool's threads run in this process.
+            Default 0: the workers keep the caller's priority. On a machine of its own, e.g.
+            10 gives the learner's update (HTS's critical path) the cores first; beside other
+            people's processes niced workers starve. Timing only, never the data; with the
+            envpool backend it applies to the envpool threads the worker processes start, not
+            under ``inference="main"`` (docs/guides/torchrl-loop.md, "Threads and priority").
         backend: how replicas are stepped. ``"python"``: each replica is a TorchRL env in a
-            worker process (or this one). ``"envpool"``: the native backend, for an
-            :class:`~hts_lightning.envs.envpool.EnvpoolFactory` (``env_factory(..., backend=
-            "envpool")``): the replicas are envs of envpools stepped by ``num_workers`` C++
-            threads in all (one for ``num_workers=0``, which collects in the caller's thread
-            without overlap), and the policy acts on the ready ones: with
-            ``inference="workers"`` (the CPU default: the learner's process keeps its GIL)
-            in worker processes that each own a pool of their replicas, with ``"main"`` (a
-            GPU) in a thread of this process over one pool. Each env gets its replica's seed,
-            as on the Python path (envpool's per-env seeds), so both paths give the same
-            batches over the same envs (tested). envpool cannot save an env's state: a
-            resumed collector re-seeds every replica as for any env without state
-            (``core.seeding.resume_seed``) and logs it. ``on_env_error="restart"`` is not
-            available.
+            worker process (or this one). ``"envpool"``: for an
+            :class:`~hts_lightning.envs.envpool.EnvpoolFactory`, the replicas are envs of
+            envpools stepped by ``num_workers`` C++ threads in all (one for 0, in the caller's
+            thread), acted for in worker processes that each own a pool of their replicas
+            (``inference="workers"``) or in a thread of this process over one pool
+            (``"main"``). Each env gets its replica's seed, so both paths give the same batches
+            over the same envs (tested). envpool saves no env state (a resumed collector
+            re-seeds every replica, logged) and has no ``on_env_error="restart"``.
             ``"auto"`` (default): ``"envpool"`` for an envpool factory, else ``"python"``.
         overlap: ``True`` (default): HTS-RL, batch k+1 is collected while the consumer learns
-            on batch k. ``False``: a batch starts only when the consumer asks for it, so it is
-            collected with the weights sent after the previous batch was handed out (no lag,
-            no overlap): synchronous A2C/PPO on the same replicas, seeds and action noise,
-            whose batches differ from the overlapped ones only through the weights that act.
-            For measuring what the overlap and its lag cost.
-        cuda_graph: with inference on a CUDA device, capture the policy's step on the fixed
-            inference shape once as a CUDA graph and replay it (no per-kernel launches from
-            Python, which shares the GIL with the learner). The same kernels at the same
-            shape: the batches equal those without it (the ``gpu`` tests). Default off.
+            on batch k. ``False``: a batch starts only when the consumer asks for it, with the
+            weights sent since the last one (no lag, no overlap): synchronous A2C/PPO on the
+            same replicas, seeds and noise, to measure what the overlap and its lag cost.
+        cuda_graph: with inference on a CUDA device, capture the policy's step once as a CUDA
+            graph and replay it (no per-kernel launches from Python, which shares the GIL with
+            the learner); the batches equal those without it (tested). Default off.
 
     Example:
         >>> from functools import partial
@@ -212,8 +194,7 @@ class HTSCollector(BaseCollector):
         self.num_envs, self.num_workers = num_envs, num_workers
         self.sync_interval = config.sync_interval
         self.frames_per_batch = self.requested_frames_per_batch = num_envs * self.sync_interval
-        self.total_frames = total_frames
-        self.replica_offset = replica_offset
+        self.total_frames, self.replica_offset = total_frames, replica_offset
         self.device, self.inference = config.device, config.inference
         self.inference_batch_size = config.inference_batch_size
         self.backend, self.overlap = config.backend, overlap
@@ -570,10 +551,8 @@ class HTSCollector(BaseCollector):
         self._start_batch(self._batches_yielded % 2)
 
     def _replica_start_states(self, env_seeds: list[int]) -> list:
-        """Per replica, the state to start from (``None``: reset). A restored replica whose env
-        could not save its state is re-seeded (in ``env_seeds``) from the seed, the replica
-        and the batch count, and starts a new episode: deterministic, but not the trajectory
-        of an uninterrupted run."""
+        """Per replica, the state to start from (``None``: reset); a restored replica whose env
+        saved no state is re-seeded in ``env_seeds`` (``resume_seed``), as the warning says."""
         if self._start_states is None:
             return [None] * self.num_envs
         # (next root, env state) of each replica: None (a reset) where there is no env state

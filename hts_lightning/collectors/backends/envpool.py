@@ -1,8 +1,5 @@
-"""The native backend's executor: every replica is an env of one envpool (C++ threads).
-
-It offers the collection engine the calls the other executors offer (``send``,
-``wait_ready``, states, ``close``), so the engine's rules hold unchanged: inference on ready
-replicas in fixed-shape chunks, noise per (replica, step), storage by (replica, step).
+"""The native backend's executor: every replica is an env of one envpool (C++ threads). It
+is an :class:`Executor` like the others, so the engine's rules hold unchanged.
 
 envpool in asynchronous mode steps exactly the envs it is sent, and its ``recv`` returns
 whichever have finished. A replica at the batch boundary is held simply by not sending it.
@@ -31,7 +28,7 @@ import numpy as np
 from tensordict import TensorDictBase
 
 from hts_lightning._compat import envpool_recv, envpool_send
-from hts_lightning.collectors.core.executor import Executor
+from hts_lightning.collectors.backends.protocols import Executor
 from hts_lightning.envs.envpool import EnvpoolFactory
 
 _ROOT_KEYS = ("observation", "done", "terminated", "truncated", "episode_reward", "step_count")
@@ -120,11 +117,9 @@ class EnvpoolExecutor(Executor):
         self._in_flight += replicas.size
 
     def write_steps_into(self, next_: dict, row: np.ndarray) -> None:
-        """Write each step's next keys at row ``row[replica]`` of ``next_`` (numpy views of
-        a batch storage's next keys as [replicas * sync_interval, ...] rows) instead of the
-        slots: the engine then copies nothing (a gather and a scatter of 7 keys a ``recv``).
-        The engine calls it at a batch's start with its rows, which it moves on only after
-        ``wait_ready`` returned the replica: a step is written where it belongs."""
+        """Steps go into the batch storage, not the slots: the engine copies nothing (a gather
+        and a scatter of 7 keys a ``recv``). The engine moves a replica's row on only after
+        ``wait_ready`` returned it: a step is written where it belongs."""
         self._storage = ({k: _rows(next_[k]) for k in _NEXT_KEYS}, row)
 
     def wait_ready(self) -> np.ndarray:
@@ -214,8 +209,7 @@ class EnvpoolExecutor(Executor):
         # done, terminated and truncated of a root are always False: set once by the layout.
 
     def batch_ends(self) -> tuple[list, list]:
-        """envpool cannot save an env's state: ``(None, None)`` for every replica (a resumed
-        collector re-seeds them, as any env without state); no restarts."""
+        """No env state (envpool cannot save it: a resumed collector re-seeds), no restarts."""
         return [(None, None)] * self._num_envs, []
 
     def stopping(self) -> bool:

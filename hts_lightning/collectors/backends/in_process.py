@@ -15,7 +15,7 @@ from tensordict import TensorDictBase
 from torchrl.envs import EnvBase
 
 from hts_lightning.collectors.backends.envpool import EnvpoolExecutor
-from hts_lightning.collectors.core.executor import Executor
+from hts_lightning.collectors.backends.protocols import Executor
 from hts_lightning.collectors.core.layout import Layout
 from hts_lightning.collectors.core.seeding import restart_seed
 from hts_lightning.collectors.core.views import numpy_view
@@ -33,12 +33,10 @@ MAX_RESTARTS_PER_REPLICA = 100
 class ReplicaStepper:
     """Owns some replicas' envs; steps one replica at a time through the shared slots.
 
-    With ``on_env_error="restart"`` a step that raises does not stop collection: the replica's
-    env is closed, created again from its factory with a new seed (a function of its own seed
-    and the restart count) and reset. The failed step is written as a truncation: the last
-    observation again, zero reward, ``done`` and ``truncated`` set (so advantages bootstrap from
-    the critic there and the episode's return so far is logged as it stood). The restarts are
-    kept in :attr:`restarts` for the collector to log.
+    With ``on_env_error="restart"`` a step that raises restarts the replica's env as
+    HTSCollector's ``on_env_error`` says, the failed step written as a truncation (so
+    advantages bootstrap from the critic there and the episode's return is logged as it
+    stood); the restarts are kept in :attr:`restarts` for the collector to log.
     """
 
     def __init__(self, slots: TensorDictBase, layout: Layout, on_env_error: str = "raise"):
@@ -168,7 +166,6 @@ class InlineExecutor(ReplicaStepper, Executor):
         self._starts = None  # the states are used once; not kept alive
 
     def batch_ends(self) -> tuple[list[ReplicaState], list[Restart]]:
-        """Every replica's state and the restarts since the last call; call between batches."""
         return [self.state(r) for r in sorted(self.envs)], self.take_restarts()
 
     def send(self, replicas: np.ndarray) -> None:
@@ -183,9 +180,6 @@ class InlineExecutor(ReplicaStepper, Executor):
                 raise EnvReplicaError(replica, traceback.format_exc()) from error
         return np.asarray(stepped, dtype=np.int64)
 
-    def stop_workers(self, timeout: float = 5.0) -> None:
-        return None
-
 
 def local_executor(
     *,
@@ -197,10 +191,8 @@ def local_executor(
     **stepper_options,
 ):
     """The executor that steps replicas from this process: an envpool of ``native_threads``
-    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another.
-    ``stepper_options``: the rest of :class:`InlineExecutor`'s arguments (``states``,
-    ``layout``, ``on_env_error``), which an envpool does without: it saves no env state and
-    its errors always raise (``CollectorConfig``)."""
+    C++ threads (the envpool backend), else the replicas' TorchRL envs one after another
+    (``stepper_options``: :class:`InlineExecutor`'s other arguments, which envpool lacks)."""
     if native_threads:
         return EnvpoolExecutor(
             factory=create_env_fns[0],

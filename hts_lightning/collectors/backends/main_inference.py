@@ -11,9 +11,8 @@ from collections.abc import Callable
 import torch
 from tensordict import TensorDictBase
 
-from hts_lightning.collectors.backends.protocols import CollectingBackend
+from hts_lightning.collectors.backends.protocols import CollectingBackend, Executor
 from hts_lightning.collectors.core.engine import CollectionEngine
-from hts_lightning.collectors.core.executor import Executor
 
 
 class MainInference(CollectingBackend):

@@ -27,7 +27,7 @@ from hts_lightning.collectors.backends.pipes import (
     report_error,
     send,
 )
-from hts_lightning.collectors.core.executor import Executor
+from hts_lightning.collectors.backends.protocols import Executor
 from hts_lightning.collectors.core.layout import Layout
 
 STATES = b"P"  # parent -> stepping worker: send the states of your replicas
@@ -86,9 +86,8 @@ class ProcessExecutor(Executor):
         self._replicas = None  # the states are used once; not kept alive
 
     def batch_ends(self) -> tuple[list[ReplicaState], list[Restart]]:
-        """Every replica's state and the replicas restarted after an env error since the last
-        call, asked of the workers; call between batches (no step is outstanding then, so the
-        only replies are the states)."""
+        """Asked of the workers between batches: no step is outstanding then, so the only
+        replies are the states."""
         for worker in range(len(self._pool.blocks)):
             self._pool.send(worker, STATES)
         states: dict[int, ReplicaState] = {}

@@ -1,22 +1,8 @@
-"""The backends, and the table that builds the one an HTSCollector's config chooses.
-
-A backend answers one question: given the weights, fill storage ``index`` (one of the two
-[num_envs, sync_interval] batch storages) while the consumer works on the other. Everything
-else (lag, versions, action noise, the fixed inference shape, storage by (replica, step),
-state for resume) is the collector's and the engine's, shared by all:
-
-- worker inference (:class:`CollectingWorkers`): worker processes each act for, and step,
-  their own block of replicas with a shared-memory view of the weights (the CPU choice: no
-  inference in the learner's process); each steps its block as TorchRL envs, or, with the
-  envpool backend, in an envpool of its own;
-- main inference (:class:`MainInference`): this process acts for every replica, batched over
-  the ready ones, in a collection thread; an executor steps them: TorchRL envs in worker
-  processes (:class:`ProcessExecutor`) or in this thread (``num_workers=0``, serial, no
-  overlap), or one envpool's C++ threads (the GPU choice).
-
-A fourth (Ray actors across machines, a GPU simulator) is one file with the calls of
-:class:`CollectingBackend` (or of :class:`Executor`, for a new way of stepping under main
-inference), one row in a table below and one choice in :mod:`hts_lightning.choices`.
+"""The table that builds the backend an HTSCollector's config chooses: where the policy acts
+(``inference``) picks the backend (:class:`CollectingWorkers` or :class:`MainInference`, each
+file says how it collects), and under main inference how replicas step (``backend``) picks the
+executor. A new backend is one file with the calls of :class:`CollectingBackend` (or of
+:class:`Executor`), one row below and one choice in :mod:`hts_lightning.choices`.
 """
 
 from __future__ import annotations
@@ -28,16 +14,15 @@ from hts_lightning.collectors.backends.in_process import local_executor
 from hts_lightning.collectors.backends.main_inference import MainInference
 from hts_lightning.collectors.backends.pipes import mp_context
 from hts_lightning.collectors.backends.process_pool import ProcessExecutor
-from hts_lightning.collectors.backends.protocols import CollectingBackend
+from hts_lightning.collectors.backends.protocols import CollectingBackend, Executor
 from hts_lightning.collectors.backends.worker_inference import CollectingWorkers
 from hts_lightning.collectors.config import CollectorConfig
 from hts_lightning.collectors.core.engine import CollectionEngine
-from hts_lightning.collectors.core.executor import Executor
 from hts_lightning.collectors.core.layout import Layout
 from hts_lightning.collectors.core.policy_runner import PolicyRunner
 
 
-def _worker_inference(config: CollectorConfig, *, runner, layout, replicas, storages, uniforms):
+def _worker_inference(config: CollectorConfig, runner, layout, replicas, storages, uniforms):
     for storage, uniform in zip(storages, uniforms, strict=True):
         storage.share_memory_()
         if uniform is not None:
@@ -57,10 +42,10 @@ def _worker_inference(config: CollectorConfig, *, runner, layout, replicas, stor
     )
 
 
-def _main_inference(config: CollectorConfig, *, runner, layout, replicas, storages, uniforms):
+def _main_inference(config: CollectorConfig, runner, layout, replicas, storages, uniforms):
     slots = layout.slots(config.num_envs)
-    stepping = "serial" if config.backend == "python" and not config.num_workers else None
-    executor = EXECUTORS[stepping or config.backend](config, replicas=replicas, slots=slots)
+    serial = config.backend == "python" and not config.num_workers
+    executor = EXECUTORS["serial" if serial else config.backend](config, replicas, slots)
     engine = CollectionEngine(
         executor=executor,
         runner=runner,
@@ -78,7 +63,7 @@ def _main_inference(config: CollectorConfig, *, runner, layout, replicas, storag
     )
 
 
-def _in_process(config: CollectorConfig, *, replicas, slots) -> Executor:
+def _in_process(config: CollectorConfig, replicas, slots) -> Executor:
     # An envpool's C++ threads (one at least) or TorchRL envs one after another.
     native = max(1, config.num_workers) if config.backend == "envpool" else None
     return local_executor(
@@ -89,7 +74,7 @@ def _in_process(config: CollectorConfig, *, replicas, slots) -> Executor:
     )
 
 
-def _process_pool(config: CollectorConfig, *, replicas, slots) -> Executor:
+def _process_pool(config: CollectorConfig, replicas, slots) -> Executor:
     slots.share_memory_()
     return ProcessExecutor(
         **replicas,
@@ -127,12 +112,4 @@ def build_backend(
         layout=layout,
         on_env_error=config.on_env_error,
     )
-    build = BACKENDS[config.inference]
-    return build(
-        config,
-        runner=runner,
-        layout=layout,
-        replicas=replicas,
-        storages=storages,
-        uniforms=uniforms,
-    )
+    return BACKENDS[config.inference](config, runner, layout, replicas, storages, uniforms)

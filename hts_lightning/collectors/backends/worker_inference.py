@@ -146,7 +146,6 @@ class CollectingWorkers(CollectingBackend):
         self._end_states: list[list] = [[] for _ in blocks]
         self._restarts: list = []
 
-    # The backend calls of the collector (see ``backends.protocols.CollectingBackend``).
     def start(self, timeout: float = 300.0) -> None:
         self._pool.start(_collecting_worker, self._replicas, self._common, timeout)
         self._replicas = None  # the start states are used once; not kept alive
@@ -165,8 +164,6 @@ class CollectingWorkers(CollectingBackend):
                     self._pending.discard(worker)
 
     def batch_ends(self) -> tuple[list, list]:
-        """Every replica's state at the end of the last batch collected, and the replicas
-        restarted after an env error during it."""
         restarts, self._restarts = sorted(self._restarts), []
         return [state for block in self._end_states for state in block], restarts
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
-from hts_lightning.collectors.core.executor import Executor
+from hts_lightning.collectors.backends.protocols import Executor
 from hts_lightning.collectors.core.layout import Layout
 from hts_lightning.collectors.core.policy_runner import PolicyRunner
 from hts_lightning.collectors.core.views import leaf_keys, numpy_view, rows

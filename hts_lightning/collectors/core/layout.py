@@ -1,8 +1,6 @@
-"""The layout of a transition: its keys and shapes, read off a probe env and policy call.
-
-The slots (one row per replica: what it acts on next, its last step, its action) and the
-batch storage ([replicas, sync_interval], TorchRL's keys) are built from it.
-"""
+"""The layout of a transition, from which the slots (one row per replica: what it acts on next,
+its last step, its action) and the batch storage ([replicas, sync_interval], TorchRL's keys)
+are built."""
 
 from __future__ import annotations
 

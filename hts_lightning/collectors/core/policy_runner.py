@@ -114,12 +114,9 @@ class PolicyRunner:
         return self._gumbel_dtype is not None
 
     def refuse_nan(self, acted) -> None:
-        """The NaN check of :meth:`act` on ``acted`` (a chunk's result or a batch): the
-        collector's check of the policy's output (torchrl turns torch's distribution
-        argument checks off when imported). NaN distribution parameters, from a diverged
-        update or NaN observations, would give arbitrary actions and NaN log-probs. Only
-        NaN, as torch's check of real parameters: a logit of -inf (a masked action) is
-        valid."""
+        """The NaN check of :meth:`act` on ``acted`` (a chunk's result or a batch), for torch's
+        distribution argument checks (torchrl turns them off when imported): only NaN, as
+        torch's check of real parameters; a logit of -inf (a masked action) is valid."""
         if self.sample_key is None:
             return
         for key in self._param_keys:
