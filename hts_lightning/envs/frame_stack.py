@@ -26,7 +26,7 @@ class FrameStack:
         self, *, num_envs: int, frame_shape: tuple[int, int, int], depth: int, dtype=np.uint8
     ):
         height, width, channels = frame_shape
-        self.channels = channels
+        self.channels, self.depth = channels, depth
         self._frames = np.zeros((num_envs, depth * channels, height, width), dtype=dtype)
 
     @staticmethod
@@ -37,9 +37,7 @@ class FrameStack:
 
     def reset(self, env: np.ndarray, frames: np.ndarray) -> np.ndarray:
         """The first observations of the episodes of ``env`` (``frames``: ``[n, H, W, C]``)."""
-        first = np.moveaxis(frames, -1, 1)
-        depth = self._frames.shape[1] // self.channels
-        self._frames[env] = np.tile(first, (1, depth, 1, 1))
+        self._frames[env] = np.tile(np.moveaxis(frames, -1, 1), (1, self.depth, 1, 1))
         return self._frames[env]
 
     def step(self, env: np.ndarray, frames: np.ndarray) -> np.ndarray:
