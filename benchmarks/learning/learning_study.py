@@ -117,14 +117,22 @@ STUDIES = {
     ),
     "pong_ppo_8envs_1m": Study(
         recipe="recipes/atari/pong_ppo_8envs.yaml",
-        variants={"recipe": ()},
+        variants={
+            "recipe": (),  # the HTSCollector: lag exactly one
+            # The paper's comparison (issue 36 item 4): the same PPO fed by TorchRL's
+            # synchronous collector (no lag) and by its asynchronous one (unbounded lag).
+            "sync": ("--model.init_args.collector=sync",),
+            "multi_async": ("--model.init_args.collector=multi_async",),
+        },
         seeds=(0,),
         steps=1_000_000,
         optimizer_steps_per_batch=16,
         frames_per_batch=1024,
         anchors="pong_ppo",
         note="Pong PPO to 1M agent steps with the anchors' own setting (OpenAI baselines' and "
-        "CleanRL's 8 envs x 128: twice the paper's updates per frame), beside the same anchors.",
+        "CleanRL's 8 envs x 128: twice the paper's updates per frame), beside the same anchors: "
+        "the recipe (HTS, lag one), TorchRL's synchronous collector (sync, no lag) and its "
+        "asynchronous one (multi_async), against agent steps and wall seconds.",
         cleanrl=(
             "cleanrl/ppo_atari_envpool.py",
             ("--env-id", "Pong-v5", "--total-timesteps", "10000000", "--no-cuda"),

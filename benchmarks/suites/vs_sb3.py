@@ -12,10 +12,13 @@ episodes reached 475 (checked once per 256-frame batch on both sides), within 10
 lag), to tell the lag's cost from the rest. ``--algo a2c``: SB3's ``A2C("MlpPolicy")`` with
 RL Zoo's CartPole-v1 settings (8 envs, no entropy bonus, SB3's defaults otherwise: 5 steps,
 RMSprop, lr 7e-4, GAE lambda 1) against ``recipes/cartpole_a2c.yaml``, within RL Zoo's
-budget of 500k frames (checked every 40-frame batch on SB3's side).
+budget of 500k frames (checked every 40-frame batch on SB3's side). ``--algo acktr``:
+``recipes/cartpole_acktr.yaml`` within RL Zoo's ACKTR budget of 1M frames against SB3's A2C as
+above (SB3 and sb3-contrib have no ACKTR).
 
     pip install -e ".[bench]"
     flock /tmp/hts-cpu.lock python -m benchmarks vs_sb3 --seeds 0 1 2 3 4
+    flock /tmp/hts-cpu.lock python -m benchmarks vs_sb3 --algo acktr --seeds 20 21 22 23 24
     python -m benchmarks vs_sb3 --seeds 0 1 2 3 4 --contenders hts sync --hts-args \\
         --model.init_args.shared_trunk=false
 """
@@ -37,9 +40,12 @@ from benchmarks.common import report as reporting
 from benchmarks.common.processes import benchmark, hts_fit
 
 TARGET, WINDOW = 475.0, 20
-#: algorithm -> (hts-rl recipe, frame budget: RL Zoo's for A2C, 100k for PPO)
+#: algorithm -> (hts-rl recipe, frame budget: RL Zoo's for A2C and ACKTR, 100k for PPO)
 ALGORITHMS = {"ppo": ("recipes/cartpole_ppo.yaml", 100_000),
-              "a2c": ("recipes/cartpole_a2c.yaml", 500_000)}  # fmt: skip
+              "a2c": ("recipes/cartpole_a2c.yaml", 500_000),
+              "acktr": ("recipes/cartpole_acktr.yaml", 1_000_000)}  # fmt: skip
+#: hts-rl's algorithm -> SB3's counterpart (SB3 has no ACKTR: its A2C, RL Zoo's budget)
+SB3_ALGORITHM = {"ppo": "ppo", "a2c": "a2c", "acktr": "a2c"}
 _REACHED = re.compile(r"reached \S+ \(\S+\) at ([\d,]+) frames")
 
 
@@ -94,7 +100,7 @@ def _command(
 ) -> tuple[list[str], dict | None]:
     """The contender's command line and environment (``None``: this process's)."""
     if contender == "sb3":
-        return benchmark("vs_sb3", "--sb3-child", str(seed), "--algo", algo)
+        return benchmark("vs_sb3", "--sb3-child", str(seed), "--algo", SB3_ALGORITHM[algo])
     command = hts_fit(
         ALGORITHMS[algo][0],
         f"--model.init_args.total_frames={ALGORITHMS[algo][1]}",
@@ -169,14 +175,16 @@ def main(argv=None) -> None:
     print("\n" + "\n".join(reporting.markdown_table(columns, rows)))
     print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
     recipe, budget = ALGORITHMS[args.algo]
+    sb3_algo = SB3_ALGORITHM[args.algo]
     records.write(
         f"vs_sb3_{args.algo}_" + "_".join(args.contenders),
-        title=f"CartPole {args.algo.upper()} against Stable-Baselines3: frames and seconds to a "
-        "mean return of 475",
+        title=f"CartPole {args.algo.upper()} against Stable-Baselines3's {sb3_algo.upper()}: "
+        "frames and seconds to a mean return of 475",
         tables=[{"columns": columns, "rows": rows}],
-        text=[f"RL Zoo's {args.algo.upper()} settings on SB3's side, `{recipe}` on hts-rl's; "
+        text=[f"RL Zoo's {sb3_algo.upper()} settings on SB3's side (within "
+              f"{ALGORITHMS[sb3_algo][1]:,} frames), `{recipe}` on hts-rl's (within {budget:,}); "
               f"seeds {args.seeds}, alternating; each run a fresh process timed from its start "
-              f"to the 20-episode mean reaching 475, within {budget:,} frames. hts-rl extra "
+              f"to the 20-episode mean reaching 475. hts-rl extra "
               f"arguments: {args.hts_args or 'none'}."],
     )  # fmt: skip
 
