@@ -3,6 +3,7 @@ MLflow (the default logger), in a SQLite store of the test's own."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -52,6 +53,25 @@ def test_a_recipe_opens_with_what_it_trains_its_result_and_its_docs(recipe):
     assert recipe.relative_to(RECIPE_DIR).as_posix() in page.read_text(), (
         f"{docs} says nothing of {recipe.name}"
     )
+
+
+def _measured(recipe: Path) -> str:
+    return recipe.read_text().splitlines()[1].removeprefix("# Measured: ")
+
+
+def test_the_readme_states_every_recipes_measured_result():
+    """The README's recipe table is the recipes' own headers: a result measured and written in
+    a recipe reaches the README, and the ones not measured are named as such."""
+    readme = (RECIPE_DIR.parent / "README.md").read_text()
+    not_yet = re.search(r"^Not measured yet: (.*)$", readme, re.M)
+    assert not_yet, "README.md: a line 'Not measured yet: ...' naming the other recipes"
+    for recipe in RECIPES:
+        name = recipe.relative_to(RECIPE_DIR).as_posix()
+        measured = _measured(recipe)
+        if measured.startswith(("not yet", "no learning result")):
+            assert f"`{name}`" in not_yet.group(1), f"README: {name} is not measured yet"
+        else:
+            assert f"| `{name}` | {measured} |" in readme, f"README: {name}'s row is stale"
 
 
 # The scenarios of the HTS-RL poster's table, with recipes on envpool's football port too.
