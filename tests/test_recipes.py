@@ -99,6 +99,8 @@ def test_football_recipes_use_the_papers_ppo_settings():
         config = yaml.safe_load(recipe.read_text())
         init_args = config["model"]["init_args"]
         assert {k: init_args[k] for k in paper} == paper, recipe.name
+        # Not the paper's: its PPO had no lag to correct (the study football_empty_goal_close).
+        assert init_args["gradient_mode"] == "decoupled", recipe.name
         assert init_args["env_id"].removeprefix("GFootball/") in PAPER_SCENARIOS
         rewards = init_args.get("env_kwargs", {}).get("rewards", "scoring,checkpoints")
         (callback,) = config["trainer"]["callbacks"]

@@ -157,12 +157,14 @@ def _football(scenario: str, poster: str, *, steps: int) -> Study:
     return Study(
         recipe=f"recipes/football/envpool/{scenario}_ppo.yaml",
         variants={
+            # The recipe: decoupled PPO (the clip around the policy at the start of the
+            # update, the lag weighted out).
             "hts": (),
-            # PPO's clip around the policy at the start of the update, the lag weighted out
-            # (the Pong recipes' mode; the football recipes clip against the behaviour policy).
-            "hts_decoupled": ("--model.init_args.gradient_mode=decoupled",),
-            # No lag: TorchRL's collector, every step synchronous.
-            "sync": ("--model.init_args.collector=sync",),
+            # PPO's clip against the behaviour policy one update behind (PPO's default, the
+            # recipes' before this study).
+            "hts_current": ("--model.init_args.gradient_mode=current",),
+            # No lag: TorchRL's collector, every step synchronous; plain PPO (no lag to weigh).
+            "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
         },
         seeds=(0,),
         steps=steps,
