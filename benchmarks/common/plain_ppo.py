@@ -1,18 +1,23 @@
-"""PPO's update in plain PyTorch: the baseline the module's update is measured against.
+"""PPO in plain PyTorch: the baseline the module's update and the HTS engine's data are
+measured against.
 
 No Lightning, no TensorDict, no TorchRL loss: GAE as a loop over time, the clipped surrogate,
 the squared value error and the entropy bonus on raw tensors, Adam and gradient clipping, as
 a single-file script (CleanRL's ``ppo_atari_envpool.py``) writes them. It takes the networks
 of a module's actor-critic (:func:`networks`), so both run the same layers; with the same
 batch, initial weights and minibatch order it gives the module's parameters to float rounding
-(``tests/modules/test_update_equivalence.py``).
+(``tests/modules/test_update_equivalence.py``). :func:`train` is the whole single-file loop
+over a synchronous envpool: act on every env at once, step, update every batch, no overlap.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
+import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -115,3 +120,76 @@ def update(nets: Networks, optimizer, batch, settings: PPOSettings, generator) -
             nn.utils.clip_grad_norm_(parameters, settings.max_grad_norm)
             optimizer.step()
     return clipped_count / (frames * settings.epochs)
+
+
+def train(
+    nets: Networks,
+    pool,
+    *,
+    settings: PPOSettings,
+    lr: float,
+    steps_per_batch: int,
+    batches: int,
+    schedule_batches: int,
+    clip_rewards: bool,
+    seed: int,
+) -> None:
+    """The single-file PPO loop over ``pool`` (a synchronous envpool, gymnasium API, raw
+    rewards, auto-reset): ``batches`` batches of ``steps_per_batch`` steps of every env, each
+    followed by an update; the module's Adam (eps 1e-5, fused) with the learning rate decayed
+    linearly to 0 over ``schedule_batches`` updates (``lr_schedule: linear`` over a recipe's
+    total frames).
+    Actions come from ``torch.distributions.Categorical`` on the global RNG (the caller
+    seeds it), minibatch orders from a generator seeded ``seed``.
+    Prints each finished episode's raw return as CleanRL's scripts do (``global_step=...,
+    episodic_return=...``) and each update's seconds and agent steps so far (``plain: update
+    ...``)."""
+    optimizer = torch.optim.Adam(nets.parameters(), lr=lr, eps=1e-5, fused=True)  # the module's
+    generator = torch.Generator().manual_seed(seed)
+    num_envs = pool.config["num_envs"]
+    returns = np.zeros(num_envs)
+    obs = torch.from_numpy(pool.reset()[0])
+    for batch_index in range(batches):
+        for group in optimizer.param_groups:
+            group["lr"] = lr * (1 - batch_index / schedule_batches)
+        rollout: dict[str, list] = {k: [] for k in ("obs", "next", "a", "logp", "r", "te", "tr")}
+        with torch.no_grad():
+            for step in range(steps_per_batch):
+                logits = nets.actor_head(nets.trunk(obs))
+                dist = torch.distributions.Categorical(logits=logits)
+                action = dist.sample()
+                next_obs, reward, terminated, truncated, _ = pool.step(action.numpy())
+                returns += reward
+                done = terminated | truncated
+                agent_steps = (batch_index * steps_per_batch + step + 1) * num_envs
+                for episode_return in returns[done]:
+                    print(f"global_step={agent_steps}, episodic_return={episode_return}")
+                returns[done] = 0.0
+                if clip_rewards:
+                    reward = np.clip(reward, -1.0, 1.0)
+                next_obs = torch.from_numpy(next_obs)
+                for key, value in zip(
+                    rollout,
+                    (obs, next_obs, action, dist.log_prob(action), reward, terminated, truncated),
+                    strict=True,
+                ):
+                    rollout[key].append(torch.as_tensor(value))
+                obs = next_obs
+        stack = {k: torch.stack(v, 1) for k, v in rollout.items()}  # [envs, steps, ...]
+        terminated, truncated = stack["te"].bool(), stack["tr"].bool()
+        batch = {
+            "observation": stack["obs"],
+            "action": nn.functional.one_hot(stack["a"], logits.shape[-1]),
+            "action_log_prob": stack["logp"],
+            ("next", "observation"): stack["next"],
+            ("next", "reward"): stack["r"].float(),
+            ("next", "terminated"): terminated,
+            ("next", "done"): terminated | truncated,
+        }
+        started = time.perf_counter()
+        update(nets, optimizer, batch, settings, generator)
+        seconds = time.perf_counter() - started
+        print(
+            f"plain: update {batch_index + 1}/{batches} {seconds:.1f} s, global_step={agent_steps}"
+        )
+        sys.stdout.flush()

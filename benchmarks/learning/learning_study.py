@@ -15,6 +15,9 @@ steps, wall seconds of training, the mean raw return of the last 20 episodes) an
 and wall seconds beside its anchors (``benchmarks/results/learning/anchors.csv``, with their
 citations) and prints a table at the anchors' steps.
 
+Two cells run outside ``hts-rl``: ``--variants cleanrl`` (CleanRL's script from a checkout)
+and ``--variants plain`` (a PPO envpool recipe as a single-file loop, ``plain_ppo.train``).
+
     python -m benchmarks learning_study run pong_ppo_1m [--variants hts sync] [--seeds 0]
     python -m benchmarks learning_study report pong_ppo_1m
     python -m benchmarks learning_study --list
@@ -35,7 +38,14 @@ from collections import deque
 from pathlib import Path
 
 from benchmarks.common import report as reporting
-from benchmarks.common.processes import ROOT, cpu_lock, hts_fit, log_tail, run_bounded
+from benchmarks.common.processes import (
+    ROOT,
+    benchmark,
+    cpu_lock,
+    hts_fit,
+    log_tail,
+    run_bounded,
+)
 
 RESULTS = ROOT / "benchmarks" / "results" / "learning"
 ANCHORS = RESULTS / "anchors.csv"
@@ -138,6 +148,19 @@ STUDIES = {
             ("--env-id", "Pong-v5", "--total-timesteps", "10000000", "--no-cuda"),
         ),
     ),
+    "pong_ppo_8envs_2m": Study(
+        recipe="recipes/atari/pong_ppo_8envs.yaml",
+        variants={"recipe": ()},
+        seeds=(0, 1),
+        steps=2_000_000,
+        optimizer_steps_per_batch=16,
+        frames_per_batch=1024,
+        anchors="pong_ppo",
+        note="Pong PPO with the anchors' 8 envs x 128 to 2M agent steps (issue 36 item 3; "
+        "OpenAI baselines' ppo2: 17.1 at 2M). The recipe's schedule is over 10M frames, so a "
+        "cell's first 1M steps are the 1M study's cell of its seed, bit for bit, on the same "
+        "CPU.",
+    ),
 }
 
 
@@ -151,7 +174,7 @@ _FOOTBALL_POSTER = (
 _ACADEMY_EPISODE_STEPS = 400
 
 
-def _football(scenario: str, poster: str, *, steps: int) -> Study:
+def _football(scenario: str, poster: str, *, steps: int, seeds: tuple[int, ...] = (0,)) -> Study:
     """PPO on envpool's football port with the paper's settings (scoring reward only): HTS
     against TorchRL's synchronous collector, the steps and minutes to the poster's scores."""
     return Study(
@@ -166,7 +189,7 @@ def _football(scenario: str, poster: str, *, steps: int) -> Study:
             # No lag: TorchRL's collector, every step synchronous; plain PPO (no lag to weigh).
             "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
         },
-        seeds=(0,),
+        seeds=seeds,
         steps=steps,
         optimizer_steps_per_batch=16,
         frames_per_batch=2048,
@@ -182,7 +205,7 @@ def _football(scenario: str, poster: str, *, steps: int) -> Study:
 
 STUDIES.update(
     football_empty_goal_close=_football(
-        "academy_empty_goal_close", "5.4 / 15.5 against 1.0 / 2.0", steps=400_000
+        "academy_empty_goal_close", "5.4 / 15.5 against 1.0 / 2.0", steps=400_000, seeds=(0, 1, 2)
     ),
     football_empty_goal=_football(
         "academy_empty_goal", "12.8 / 19.2 against 2.0 / 3.9", steps=2_000_000
@@ -284,11 +307,33 @@ def _recorded(name: str, cell: str) -> bool:
 def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, python: Path) -> None:
     """CleanRL's script with the recipe's settings, from a checkout (never copied here),
     stopped at the study's agent steps; its printed episode returns make the curve."""
-    cell = f"cleanrl_seed{seed}"
-    if _recorded(name, cell):
-        return
     script, options = study.cleanrl
     argv = [str(python), str(checkout / script), *options, "--seed", str(seed)]
+    commit = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    meta = {"command": " ".join([Path(argv[1]).name, *argv[2:]]), "cleanrl_commit": commit}
+    _run_printing_cell(name, study, "cleanrl", seed, argv, dict(os.environ), meta)
+
+
+def run_plain_cell(name: str, study: Study, seed: int) -> None:
+    """The recipe's PPO as a single-file loop (``plain_ppo.train``): the module's networks,
+    initial weights and update, a synchronous envpool with the recipe's env options and the
+    HTS cell's env seeds; no HTS engine, no TorchRL, no lag. Beside the ``no_overlap`` cell it
+    tells the engine's data from the rest."""
+    argv, env = benchmark("learning_study", "plain-child", name, str(seed))
+    meta = {"command": f"python -m benchmarks learning_study plain-child {name} {seed}"}
+    _run_printing_cell(name, study, "plain", seed, argv, env, meta)
+
+
+def _run_printing_cell(
+    name: str, study: Study, variant: str, seed: int, argv: list, env: dict, meta: dict
+) -> None:
+    """A cell whose process prints CleanRL's ``global_step=..., episodic_return=...`` lines:
+    the mean of the last 20 returns is its curve; stopped at the study's agent steps."""
+    cell = cell_name(variant, seed)
+    if _recorded(name, cell):
+        return
     recent: deque[float] = deque(maxlen=20)
     rows = []
     with cpu_lock():
@@ -296,30 +341,66 @@ def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, pyth
         work = WORK / name / cell
         work.mkdir(parents=True, exist_ok=True)
         process = subprocess.Popen(
-            argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        for line in process.stdout:
-            if line.startswith("global_step=") and "episodic_return=" in line:
-                step_text, _, return_text = line.strip().partition(", episodic_return=")
-                step = int(step_text.removeprefix("global_step="))
-                recent.append(float(return_text.strip("[]")))
-                rows.append((step, round(time.time() - started, 2), sum(recent) / len(recent)))
-                if step >= study.steps:
+        with (work / "log.txt").open("w") as log:
+            for line in process.stdout:
+                log.write(line)
+                if line.startswith("global_step=") and "episodic_return=" in line:
+                    step_text, _, return_text = line.strip().partition(", episodic_return=")
+                    step = int(step_text.removeprefix("global_step="))
+                    recent.append(float(return_text.strip("[]")))
+                    rows.append((step, round(time.time() - started, 2), sum(recent) / len(recent)))
+                elif "global_step=" in line and rows:  # steps so far, no episode ended
+                    step = int(line.rpartition("global_step=")[2])
+                    rows.append((step, round(time.time() - started, 2), rows[-1][2]))
+                if rows and rows[-1][0] >= study.steps:
                     process.terminate()
                     break
         process.wait()
         seconds = time.time() - started
         load = os.getloadavg()
     if not rows or rows[-1][0] < study.steps:
-        print(f"{name}/{cell}: stopped at {rows[-1][0] if rows else 0} steps")
+        print(f"{name}/{cell}: stopped at {rows[-1][0] if rows else 0} steps\n"
+              f"{log_tail(work / 'log.txt')}")  # fmt: skip
         return
-    _write_record(name, cell, rows, {
-        "study": name, "variant": "cleanrl", "seed": seed,
-        "command": " ".join([Path(argv[1]).name, *argv[2:]]),
-        "cleanrl_commit": subprocess.run(
-            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
-    }, seconds=seconds, load=load)  # fmt: skip
+    meta = {"study": name, "variant": variant, "seed": seed, **meta}
+    _write_record(name, cell, rows, meta, seconds=seconds, load=load)
+
+
+def plain_child(name: str, seed: int) -> None:
+    """The process of :func:`run_plain_cell`."""
+    import lightning
+    import yaml
+
+    import hts_lightning
+    from benchmarks.common import plain_ppo as plain
+    from hts_lightning.collectors.core.seeding import replica_seeds
+    from hts_lightning.envs.envpool import envpool_factory
+
+    study = STUDIES[name]
+    recipe = yaml.safe_load((ROOT / study.recipe).read_text())
+    args = {**recipe["model"]["init_args"], "seed": seed}
+    module_class = getattr(hts_lightning, recipe["model"]["class_path"].rpartition(".")[2])
+    if module_class is not hts_lightning.PPO or args.get("env_backend") != "envpool":
+        raise SystemExit(f"{name}: the plain loop is PPO over envpool; {study.recipe} is not")
+    lightning.seed_everything(seed)  # as hts-rl fit --seed_everything: the same initial weights
+    module = module_class(**args)
+    factory = envpool_factory(args["env_id"], **args.get("env_kwargs", {}))
+    num_envs, steps = args["num_envs"], args["sync_interval"]
+    seeds = [env_seed for env_seed, _ in replica_seeds(seed, range(num_envs))]
+    pool = factory.make_pool(seeds=seeds, num_threads=args["num_workers"], batch_size=num_envs)
+    plain.train(
+        plain.networks(module.model),
+        pool,
+        settings=plain.PPOSettings.from_module_args(args),
+        lr=args["lr"],
+        steps_per_batch=steps,
+        batches=-(-study.steps // (num_envs * steps)),
+        schedule_batches=args["total_frames"] // (num_envs * steps),
+        clip_rewards=factory.clip_rewards,
+        seed=seed,
+    )
 
 
 def _write_record(
@@ -510,12 +591,18 @@ def main() -> None:
     )
     show = sub.add_parser("report", help="the study's table and plot")
     show.add_argument("study", choices=sorted(STUDIES))
+    child = sub.add_parser("plain-child", help=argparse.SUPPRESS)
+    child.add_argument("study", choices=sorted(STUDIES))
+    child.add_argument("seed", type=int)
     args = parser.parse_args()
     if args.list or args.verb is None:
         for name, study in STUDIES.items():
             print(f"{name}: {study.recipe}, {study.steps:,} steps, {sorted(study.variants)}")
         return
     study = STUDIES[args.study]
+    if args.verb == "plain-child":
+        plain_child(args.study, args.seed)
+        return
     if args.verb == "report":
         draw(args.study)
         print(report(args.study))
@@ -528,6 +615,8 @@ def main() -> None:
                 run_cleanrl_cell(
                     args.study, study, seed, checkout=args.cleanrl, python=args.cleanrl_python
                 )
+            elif variant == "plain":
+                run_plain_cell(args.study, study, seed)
             else:
                 run_cell(args.study, study, variant, seed, args.work)
 

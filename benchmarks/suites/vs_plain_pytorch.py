@@ -61,49 +61,21 @@ def _plain_child(frames: int, seed: int) -> None:
     torch.manual_seed(seed)
     model = make_actor_critic(probe.observation_spec, probe.action_spec)
     probe.close()
-    nets = plain.networks(model)
-    lr = args["lr"]
-    optimizer = torch.optim.Adam(nets.parameters(), lr=lr, eps=1e-5, fused=True)
-    settings = plain.PPOSettings.from_module_args(args)
     envs = envpool.make(
         "Pong-v5", env_type="gymnasium", num_envs=NUM_ENVS, seed=seed, reward_clip=True
     )
-    generator = torch.Generator().manual_seed(seed)
-    obs = torch.from_numpy(envs.reset()[0])
-    updates = -(-frames // (NUM_ENVS * STEPS))
-    for update in range(updates):
-        for group in optimizer.param_groups:  # the recipe's linear decay
-            group["lr"] = lr * (1 - update / updates)
-        rollout: dict[str, list] = {k: [] for k in ("obs", "next", "a", "logp", "r", "te", "tr")}
-        with torch.no_grad():
-            for _ in range(STEPS):
-                logits = nets.actor_head(nets.trunk(obs))
-                dist = torch.distributions.Categorical(logits=logits)
-                action = dist.sample()
-                next_obs, reward, terminated, truncated, _ = envs.step(action.numpy())
-                next_obs = torch.from_numpy(next_obs)
-                for key, value in zip(
-                    rollout,
-                    (obs, next_obs, action, dist.log_prob(action), reward, terminated, truncated),
-                    strict=True,
-                ):
-                    rollout[key].append(torch.as_tensor(value))
-                obs = next_obs
-        stack = {k: torch.stack(v, 1) for k, v in rollout.items()}  # [envs, steps, ...]
-        terminated, truncated = stack["te"].bool(), stack["tr"].bool()
-        batch = {
-            "observation": stack["obs"],
-            "action": torch.nn.functional.one_hot(stack["a"], logits.shape[-1]),
-            "action_log_prob": stack["logp"],
-            ("next", "observation"): stack["next"],
-            ("next", "reward"): stack["r"].float(),
-            ("next", "terminated"): terminated,
-            ("next", "done"): terminated | truncated,
-        }
-        started = time.perf_counter()
-        plain.update(nets, optimizer, batch, settings, generator)
-        print(f"plain: update {update + 1}/{updates} {time.perf_counter() - started:.1f} s")
-        sys.stdout.flush()
+    batches = -(-frames // (NUM_ENVS * STEPS))
+    plain.train(
+        plain.networks(model),
+        envs,
+        settings=plain.PPOSettings.from_module_args(args),
+        lr=args["lr"],
+        steps_per_batch=STEPS,
+        batches=batches,
+        schedule_batches=batches,  # the rate decays over the run
+        clip_rewards=False,  # envpool clips
+        seed=seed,
+    )
 
 
 def _command(contender: str, frames: int, seed: int) -> tuple[list[str], dict]:

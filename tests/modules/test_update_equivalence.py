@@ -15,7 +15,7 @@ from tensordict import TensorDict
 
 from benchmarks.common import plain_ppo
 from hts_lightning import PPO
-from tests.conftest import quiet_trainer
+from tests.conftest import quiet_trainer, require_module
 
 
 class _FirstBatch(Callback):
@@ -256,3 +256,38 @@ def test_minibatch_advantage_normalization_standardizes_each_minibatch():
     expected = plain.loss_module(standardized)["loss_objective"]
     torch.testing.assert_close(got, expected)
     assert not torch.allclose(got, plain.loss_module(data.clone())["loss_objective"])
+
+
+def test_plain_loop_prints_every_finished_episode_return(capsys):
+    """The single-file loop the learning studies' ``plain`` cells run: each update once, and
+    each finished episode's raw return, reset to 0 for the next (CartPole pays 1 a step, so a
+    return is an episode's length: a whole number from 8, the shortest fall, to 500)."""
+    require_module("envpool")
+    from hts_lightning.envs.envpool import envpool_factory
+
+    module = PPO(env_id="CartPole-v1", env_backend="envpool", num_envs=4, num_workers=0,
+                 sync_interval=64, total_frames=512, seed=0)  # fmt: skip
+    nets = plain_ppo.networks(module.model)
+    before = [p.detach().clone() for p in nets.parameters()]
+    pool = envpool_factory("CartPole-v1").make_pool(seeds=[1, 2, 3, 4], num_threads=1, batch_size=4)
+    settings = plain_ppo.PPOSettings(
+        epochs=2, minibatches=2, clip_epsilon=0.2, entropy_coef=0.0, value_coef=0.5,
+        max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95,
+    )  # fmt: skip
+    plain_ppo.train(nets, pool, settings=settings, lr=3e-3, steps_per_batch=64, batches=2,
+                    schedule_batches=2, clip_rewards=True, seed=0)  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines if line.startswith("plain: update")] == ["1/2", "2/2"]
+    episodes = [
+        (int(step.removeprefix("global_step=")), float(value))
+        for step, _, value in (
+            line.partition(", episodic_return=") for line in lines if line.startswith("global_")
+        )
+    ]
+    steps, returns = zip(*episodes, strict=True)
+    assert len(episodes) >= 8  # 512 steps of a nearly uniform policy: episodes of ~20 steps
+    assert all(value == int(value) and 8 <= value <= 500 for value in returns)
+    # Every episode's steps and its reset step (envpool's auto-reset) are among the 512.
+    assert sum(returns) + len(returns) <= 512
+    assert list(steps) == sorted(steps) and all(s % 4 == 0 and 0 < s <= 512 for s in steps)
+    assert any(not torch.equal(a, b) for a, b in zip(before, nets.parameters(), strict=True))
