@@ -1,0 +1,63 @@
+"""The learning studies run what they say: each cell stops at the study's agent steps, its
+overrides are arguments the recipe's module takes, and its anchors are in anchors.csv."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import yaml
+
+import hts_lightning
+from benchmarks.learning import learning_study
+from tests.conftest import ROOT
+
+STUDIES = sorted(learning_study.STUDIES.items())
+
+
+def _module_arguments(module_class) -> set[str]:
+    names = set()
+    for cls in module_class.__mro__:
+        if cls is hts_lightning.OnPolicyModule or issubclass(cls, hts_lightning.OnPolicyModule):
+            names |= set(inspect.signature(cls.__init__).parameters)
+    return names - {"self", "kw"}
+
+
+@pytest.mark.parametrize(("name", "study"), STUDIES, ids=[name for name, _ in STUDIES])
+def test_a_study_cell_trains_its_recipe_to_the_studys_agent_steps(name, study):
+    recipe = yaml.safe_load((ROOT / study.recipe).read_text())
+    module_class = getattr(hts_lightning, recipe["model"]["class_path"].rpartition(".")[2])
+    defaults = inspect.signature(module_class.__init__).parameters
+    known = _module_arguments(module_class)
+    for variant, overrides in study.variants.items():
+        args = dict(recipe["model"]["init_args"])
+        for option in overrides:
+            key, _, value = option.removeprefix("--model.init_args.").partition("=")
+            assert option.startswith("--model.init_args.") and value, (variant, option)
+            assert key in known, f"{name}/{variant}: {module_class.__name__} has no {key}"
+            args[key] = yaml.safe_load(value)
+        # max_steps counts optimizer steps: a wrong batch size or steps-per-batch would stop
+        # the cell at another number of agent steps than its columns say.
+        assert study.frames_per_batch == args["num_envs"] * args["sync_interval"], variant
+        steps_per_batch = 1
+        if module_class is hts_lightning.PPO:
+            epochs, minibatches = (
+                args.get(k, defaults[k].default) for k in ("epochs", "minibatches")
+            )
+            steps_per_batch = epochs * minibatches
+        assert study.optimizer_steps_per_batch == steps_per_batch, variant
+    frames = (
+        learning_study._max_steps(study) // study.optimizer_steps_per_batch * study.frames_per_batch
+    )
+    assert study.steps <= frames < study.steps + study.frames_per_batch
+    # Published returns at agent steps, or (football: the poster's minutes) scores to reach.
+    assert learning_study.load_anchors(study.anchors) or study.thresholds
+
+
+def test_the_cell_command_resumes_only_when_asked():
+    study = learning_study.STUDIES["pong_ppo_8envs_2m"]
+    fresh = learning_study.command(study, "recipe", 1, resume=False)
+    resumed = learning_study.command(study, "recipe", 1, resume=True)
+    # 2M agent steps of 1,024-frame batches, 16 optimizer steps a batch: 1,954 batches.
+    assert "--trainer.max_steps=31264" in fresh
+    assert resumed == [*fresh, "--ckpt_path=last"]
