@@ -8,12 +8,14 @@ last, so start-up and the first batch are left out) and the wall time that ``--f
 need at that rate. The number is for this machine and its load at the time (printed).
 
     python -m benchmarks long_run_estimate recipes/atari/pong_ppo.yaml --frames 1000000 10000000
+    python -m benchmarks long_run_estimate recipes/atari/pong_ppo_8envs.yaml --set collector=sync
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -36,8 +38,11 @@ def main(argv=None) -> None:
     parser.add_argument("recipe", type=Path)
     parser.add_argument("--minutes", type=int, default=1)
     parser.add_argument("--frames", type=float, nargs="+", default=[1e6])
-    parser.add_argument("--set", nargs="*", default=[], metavar="--model.init_args.K=V")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="K=V", help="model overrides: collector=sync"
+    )
     args = parser.parse_args(argv)
+    args.set = [f"--model.init_args.{option}" for option in args.set]
     work = Path(tempfile.mkdtemp(prefix="long_run_estimate-"))
     command = hts_fit(
         args.recipe.resolve(),
@@ -70,8 +75,12 @@ def main(argv=None) -> None:
     )
     for frames in args.frames:
         print(f"  {frames:,.0f} frames: {frames / rate / 3600:.1f} h at that rate")
+    # One record per recipe and overrides (collector=sync: "_collector_sync").
+    overrides = re.sub(
+        r"\W+", "_", "".join(f"_{o.removeprefix('--model.init_args.')}" for o in args.set)
+    )
     records.write(
-        f"long_run_estimate_{Path(args.recipe).stem}",
+        f"long_run_estimate_{Path(args.recipe).stem}{overrides}",
         title=f"How long a long run of {Path(args.recipe).name} takes here",
         claim="probes",
         tables=[{"columns": ["frames", "hours at the steady rate"],
