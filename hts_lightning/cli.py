@@ -35,7 +35,7 @@ def _collect(args: argparse.Namespace) -> int:
     import torch
 
     from hts_lightning.collectors import HTSCollector
-    from hts_lightning.envs import env_factory
+    from hts_lightning.envs import env_factory, episode_ends
     from hts_lightning.models import make_actor_critic
 
     torch.manual_seed(args.seed)
@@ -61,8 +61,8 @@ def _collect(args: argparse.Namespace) -> int:
                 first_batch_at = time.perf_counter()
             else:
                 frames += batch.numel()
-            done = batch["next", "done"].squeeze(-1)
-            returns.extend(batch["next", "episode_reward"].squeeze(-1)[done].tolist())
+            ended = episode_ends(batch["next"])
+            returns.extend(batch["next", "episode_reward"].squeeze(-1)[ended].tolist())
             collector.update_policy_weights_()
             elapsed = time.perf_counter() - first_batch_at
             fps = frames / elapsed if elapsed > 0 else float("nan")

@@ -35,7 +35,7 @@ from torchrl.data import (
 )
 
 from hts_lightning.checkpoint import MODULE_CLASS_KEY, read_checkpoint
-from hts_lightning.envs import env_factory
+from hts_lightning.envs import env_factory, episode_ends
 from hts_lightning.import_path import is_import_path
 from hts_lightning.models.tensor_policy import TensorPolicy
 from hts_lightning.tracking.callback import CHECKPOINT_KEY
@@ -321,7 +321,7 @@ def run_episodes(
             step = stepped["next"]
             total += float(step["reward"].sum())
             length += 1
-            if bool(step["done"].any()):
+            if bool(episode_ends(step).any()):
                 if "episode_reward" in step:
                     total = float(step["episode_reward"].sum())
                 returns.append(total)

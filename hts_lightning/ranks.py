@@ -6,6 +6,8 @@ import torch
 from lightning import LightningModule
 from tensordict import TensorDictBase
 
+from hts_lightning.envs import episode_ends
+
 __all__ = ["episode_end_values", "gathered", "mean_over_ranks", "standardized"]
 
 
@@ -23,12 +25,13 @@ def gathered(module: LightningModule, values: torch.Tensor, capacity: int) -> to
 def episode_end_values(
     module: LightningModule, batch: TensorDictBase, key: str
 ) -> torch.Tensor | None:
-    """``("next", key)`` where an episode ended in ``batch``, of every rank (1-d, float);
+    """``("next", key)`` where an episode ended in ``batch`` (a game, for Atari with episodic
+    life: :func:`~hts_lightning.envs.episode_ends`), of every rank (1-d, float);
     ``None`` when the batch has no such key."""
     if ("next", key) not in batch.keys(True):
         return None
-    done = batch["next", "done"].squeeze(-1)
-    values = batch["next", key].squeeze(-1)[done].float()
+    ended = episode_ends(batch["next"])
+    values = batch["next", key].squeeze(-1)[ended].float()
     return gathered(module, values, capacity=batch.numel())
 
 

@@ -8,6 +8,7 @@ from hts_lightning.envs import _quiet_gym  # noqa: F401  (before any GymEnv is b
 # envs) until the interpreter's exit, where nanobind printed "leaked instance" warnings.
 # Imported now, it pins only this import's frames.
 import torchrl.envs.libs.utils  # noqa: F401  isort: skip
+from hts_lightning.envs._shared import episode_ends
 from hts_lightning.envs.atari import make_atari_env
 from hts_lightning.envs.classic import make_gym_env
 from hts_lightning.envs.envpool import EnvpoolFactory, envpool_available
@@ -23,6 +24,7 @@ __all__ = [
     "VariableLatencyEnv",
     "env_factory",
     "envpool_available",
+    "episode_ends",
     "load_env_state",
     "make_atari_env",
     "make_football_env",

@@ -8,6 +8,8 @@ import importlib.util
 from pathlib import Path
 
 import gymnasium as gym
+import torch
+from tensordict import TensorDictBase
 from torchrl.envs import Compose, EnvBase, RewardClipping, RewardSum, StepCounter, TransformedEnv
 
 
@@ -64,12 +66,26 @@ def check_football_scenario(scenario: str) -> None:
         )
 
 
+#: An Atari env with episodic life ends its training episode at a life loss but reports its
+#: statistics (``"episode_reward"``, ``"step_count"``) over the whole game: this key marks where
+#: a game ended (all lives lost, or truncated), and the reported episodes are the games.
+GAME_OVER = "game_over"
+
+
+def episode_ends(next_: TensorDictBase) -> torch.Tensor:
+    """Where a reported episode ended in ``next_`` (a batch's ``"next"``), as its done's shape
+    without the trailing 1: at the game's end where the env reports games (its
+    ``"game_over"`` key: Atari with episodic life on envpool), else wherever it was done."""
+    return next_.get(GAME_OVER if GAME_OVER in next_ else "done").squeeze(-1)
+
+
 def with_episode_stats(
-    env: EnvBase, *, seed: int | None = None, clip_rewards: bool = False
+    env: EnvBase, *, seed: int | None = None, clip_rewards: bool = False, counted: bool = False
 ) -> TransformedEnv:
-    """``env`` reporting ``"step_count"`` and the raw return ``"episode_reward"``, its training
-    reward clipped to [-1, 1] when ``clip_rewards``; seeded when ``seed`` is given."""
-    transforms = [StepCounter(), RewardSum()]
+    """``env`` reporting ``"step_count"`` and the raw return ``"episode_reward"`` (``counted``:
+    the env reports them itself), its training reward clipped to [-1, 1] when
+    ``clip_rewards``; seeded when ``seed`` is given."""
+    transforms = [] if counted else [StepCounter(), RewardSum()]
     if clip_rewards:
         # After RewardSum, so that "episode_reward" keeps the raw game score.
         transforms.append(RewardClipping(-1.0, 1.0))

@@ -21,6 +21,7 @@ def make_atari_env(
     noop_max: int = 30,
     repeat_action_probability: float = 0.0,
     episodic_life: bool = False,
+    fire_reset: bool = False,
     clip_rewards: bool = True,
     max_episode_frames: int = 108_000,
 ) -> TransformedEnv:
@@ -42,7 +43,11 @@ def make_atari_env(
         noop_max: at most this many no-ops after each reset.
         repeat_action_probability: sticky actions (0.25 in the Machado et al. protocol).
         episodic_life: end the episode on a life loss (gymnasium's ``terminal_on_life_loss``:
-            the next reset is a full reset, so returns are then per life).
+            the next reset is a full reset, so returns are then per life; on envpool the game
+            goes on and the returns are the game's, see docs/guides/envpool.md).
+        fire_reset: press FIRE once after each reset's no-ops, in games whose action 1 is
+            FIRE (Breakout waits for it to serve), as OpenAI baselines' and CleanRL's Atari
+            settings do.
         clip_rewards: clip the training reward to [-1, 1].
         max_episode_frames: emulator frames before the episode is truncated.
 
@@ -67,5 +72,18 @@ def make_atari_env(
         grayscale_obs=True,
         scale_obs=False,
     )
+    if fire_reset and base.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+        base = FireReset(base)
     base = FrameStackObservation(base, stack_size=frame_stack)
     return with_episode_stats(GymWrapper(base), seed=seed, clip_rewards=clip_rewards)
+
+
+class FireReset(gym.Wrapper):
+    """One FIRE step after each reset: games such as Breakout wait for it to serve."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        observation, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:  # the FIRE ended it (never seen): start again
+            return self.env.reset(**kwargs)
+        return observation, info

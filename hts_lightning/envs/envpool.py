@@ -34,6 +34,7 @@ from torchrl.envs import EnvBase, TransformedEnv
 
 from hts_lightning.envs._shared import (
     FOOTBALL_PREFIX,
+    GAME_OVER,
     MissingDependencyError,
     did_you_mean,
     with_episode_stats,
@@ -138,6 +139,14 @@ class EnvpoolFactory:
     clip_rewards: bool = False
     frame_stack: int = 0
 
+    @property
+    def reports_games(self) -> bool:
+        """Whether the replicas report games, not episodes (Atari with episodic life). A life
+        loss ends the training episode, while the statistics (``"episode_reward"``,
+        ``"step_count"``) run over the game and ``"game_over"`` marks its end, as OpenAI
+        baselines and CleanRL report scores."""
+        return bool(dict(self.options).get("episodic_life"))
+
     def frames(self, num_envs: int, space) -> FrameStack | None:
         """The frame stack of ``num_envs`` envs of observation ``space`` (``None``: none)."""
         if not self.frame_stack:
@@ -148,7 +157,9 @@ class EnvpoolFactory:
 
     def __call__(self) -> TransformedEnv:
         """One replica as a TorchRL env, with the keys and transforms of the Python path."""
-        return with_episode_stats(EnvpoolReplica(self), clip_rewards=self.clip_rewards)
+        return with_episode_stats(
+            EnvpoolReplica(self), clip_rewards=self.clip_rewards, counted=self.reports_games
+        )
 
     def make_pool(self, *, seeds: list[int], num_threads: int, batch_size: int = 1):
         """An envpool of ``len(seeds)`` envs (env ``i`` seeded ``seeds[i]``) whose ``recv``
@@ -172,7 +183,8 @@ class EnvpoolReplica(EnvBase):
 
     ``set_seed(s)`` seeds it as a native pool seeds a replica of seed ``s``. An episode that
     ended is reset the way the native backend resets it (envpool's auto-reset on the next
-    ``send``), so that with ``episodic_life`` a life loss continues the game in both.
+    ``send``), so that with ``episodic_life`` a life loss continues the game in both; then
+    the replica keeps the game's statistics itself (see :attr:`EnvpoolFactory.reports_games`).
     """
 
     def __init__(self, factory: EnvpoolFactory, seed: int = 0):
@@ -182,11 +194,17 @@ class EnvpoolReplica(EnvBase):
         self._pool = None
         self._seeded_observation = None
         self._done = False
+        self._games = factory.reports_games
+        self._game = (0.0, 0)  # the game's raw return and steps so far (with games)
         probe = factory.make_pool(seeds=[seed], num_threads=1)
         self._frames = factory.frames(1, probe.observation_space)
         self.observation_spec = Composite(
             observation=_box_spec(probe.observation_space, stack=factory.frame_stack)
         )
+        if self._games:  # the keys StepCounter and RewardSum would add, and the game's end
+            self.observation_spec["episode_reward"] = Unbounded(shape=(1,), dtype=torch.float32)
+            self.observation_spec["step_count"] = Unbounded(shape=(1,), dtype=torch.int64)
+            self.observation_spec[GAME_OVER] = Categorical(2, shape=(1,), dtype=torch.bool)
         space = probe.action_space
         self._discrete = hasattr(space, "n")
         self._bounds = None if self._discrete else (space.low, space.high)
@@ -208,6 +226,7 @@ class EnvpoolReplica(EnvBase):
         self._pool = self._factory.make_pool(seeds=[self._seed], num_threads=1)
         self._seeded_observation, _ = self._pool.reset()
         self._done = False
+        self._game = (0.0, 0)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         if self._seeded_observation is not None:
@@ -220,10 +239,14 @@ class EnvpoolReplica(EnvBase):
             observation = self._pool.recv()[0]
         else:
             observation, _ = self._pool.reset()
+            self._game = (0.0, 0)
         self._done = False
         if self._frames is not None:
             observation = self._frames.reset(_ENV_0, observation)
-        return TensorDict(observation=self._observation(observation), **self.full_done_spec.zero())
+        out = TensorDict(observation=self._observation(observation), **self.full_done_spec.zero())
+        if self._games:  # a life lost goes on with the game's statistics
+            out.update(self._game_stats(game_over=False))
+        return out
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = tensordict.get("action")
@@ -231,19 +254,36 @@ class EnvpoolReplica(EnvBase):
         action = action.argmax(-1) if self._discrete else np.clip(action, *self._bounds)
         action = action.astype(self._action_dtype).reshape(1, *action.shape)
         self._seeded_observation = None
-        observation, reward, terminated, truncated, _ = self._pool.step(
+        observation, reward, terminated, truncated, info = self._pool.step(
             action, np.zeros(1, dtype=np.int32)
         )
         self._done = bool(terminated[0] or truncated[0])
         if self._frames is not None:
             observation = self._frames.step(_ENV_0, observation)
-        return TensorDict(
+        out = TensorDict(
             observation=self._observation(observation),
             reward=torch.as_tensor(reward, dtype=torch.float32).reshape(1),
             done=torch.tensor([self._done]),
             terminated=torch.as_tensor(terminated).reshape(1),
             truncated=torch.as_tensor(truncated).reshape(1),
         )
+        if self._games:
+            game_return, game_steps = self._game
+            # float32 sums, as RewardSum's and the native backend's
+            self._game = (float(np.float32(game_return) + np.float32(reward[0])), game_steps + 1)
+            game_over = bool(info["terminated"][0] or truncated[0])
+            out.update(self._game_stats(game_over=game_over))
+            if game_over:
+                self._game = (0.0, 0)
+        return out
+
+    def _game_stats(self, *, game_over: bool) -> dict:
+        game_return, game_steps = self._game
+        return {
+            "episode_reward": torch.tensor([game_return], dtype=torch.float32),
+            "step_count": torch.tensor([game_steps], dtype=torch.int64),
+            GAME_OVER: torch.tensor([game_over]),
+        }
 
     def _observation(self, observations: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(observations[0]).to(self.observation_spec["observation"].dtype)
@@ -316,9 +356,9 @@ def envpool_factory(env_id: str, **env_kwargs) -> EnvpoolFactory:
         repeat_action_probability=float(settings["repeat_action_probability"]),
         episodic_life=settings["episodic_life"],
         max_episode_steps=settings["max_episode_frames"] // settings["frame_skip"],
-        # As gymnasium's AtariPreprocessing: no FIRE after reset, grayscale, area resize;
-        # rewards are clipped by RewardClipping after RewardSum, so envpool's stay raw.
-        use_fire_reset=False,
+        # As gymnasium's AtariPreprocessing: grayscale, area resize; rewards are clipped by
+        # RewardClipping after RewardSum, so envpool's stay raw.
+        use_fire_reset=settings["fire_reset"],
         gray_scale=True,
         use_inter_area_resize=True,
         reward_clip=False,

@@ -16,7 +16,7 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 from hts_lightning import PPO, CountingEnv, HTSCollector
-from hts_lightning.envs import env_factory
+from hts_lightning.envs import env_factory, episode_ends
 from hts_lightning.models import make_actor_critic
 from tests.collectors.policies import (
     assert_bitwise_equal,
@@ -89,6 +89,41 @@ def test_auto_backend_picks_envpool_for_an_envpool_factory():
         env_factory("CartPole-v1"), _cartpole_policy(), num_envs=2, num_workers=0, sync_interval=4
     ) as c:
         assert c.backend == "python"
+
+
+def test_episodic_life_batches_report_games_as_the_python_path_does():
+    """Breakout with episodic life: a life loss is done (the training episode), the game goes
+    on, the statistics run over the game and ``"game_over"`` marks its end; the native
+    backend's batches are the Python engine's over ``EnvpoolReplica``, bitwise."""
+    make = env_factory("ALE/Breakout-v5", backend="envpool", episodic_life=True, fire_reset=True)
+
+    def policy():
+        torch.manual_seed(0)
+        return make_actor_critic(make().observation_spec, make().action_spec).get_policy_operator()
+
+    common = dict(num_envs=2, sync_interval=100, batches=3)
+    native = _run(make, policy(), backend="envpool", num_workers=2, **common)
+    python = _run(make, policy(), backend="python", num_workers=0, **common)
+    assert_bitwise_equal(native, python)
+    # One replica's 300 steps in order: [replicas, batches x steps].
+    steps = torch.cat(native.unbind(0), dim=1)
+    after = steps["next"]
+    done, game_over = after["done"].squeeze(-1), after["game_over"].squeeze(-1)
+    assert torch.equal(episode_ends(after), game_over)
+    lives_lost = done & ~game_over
+    assert lives_lost.sum() >= 4 and game_over.sum() >= 1 and not (game_over & ~done).any()
+    for replica in range(2):
+        count = after["step_count"][replica].squeeze(-1)
+        ends = torch.nonzero(game_over[replica]).squeeze(-1).tolist()
+        starts = [0] + [end + 1 for end in ends]
+        for start, end in zip(starts, ends, strict=False):
+            # a game's length counts every step of its lives
+            assert count[end].item() == end - start + 1
+        for t in torch.nonzero(lives_lost[replica]).squeeze(-1).tolist():
+            if t + 1 < steps.shape[1]:  # the next life starts with the game's statistics
+                root = steps[replica, t + 1]
+                assert root["step_count"].item() == count[t].item()
+                assert root["episode_reward"].item() == after["episode_reward"][replica, t].item()
 
 
 @pytest.mark.parametrize(
@@ -418,15 +453,21 @@ def test_several_worker_processes_collect_the_batches_of_one_pool():
     assert workers["next", "done"].sum() >= 1
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Pong-v5"])
-def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
+@pytest.mark.parametrize(
+    ("env_id", "env_kwargs"),
+    [("CartPole-v1", {}), ("ALE/Pong-v5", {}), ("ALE/Breakout-v5", {"episodic_life": True})],
+    ids=["cartpole", "pong", "breakout-games"],
+)
+def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id, env_kwargs):
     """The adapter of envpool 1.2.5's private ``_send``/``_recv`` against ``send``/``recv``:
-    two pools of the same seeds, stepped with the same actions, 60 steps over episode ends."""
+    two pools of the same seeds, stepped with the same actions, 60 steps over episode ends
+    (with episodic life, where a game ended: ``info["terminated"]``)."""
     from hts_lightning.collectors.backends.envpool import _PoolCalls
 
-    make = env_factory(env_id, backend="envpool")
+    make = env_factory(env_id, backend="envpool", **env_kwargs)
+    games = make.reports_games
     public, private = (make.make_pool(seeds=[3, 4, 5], num_threads=1, batch_size=2) for _ in "ab")
-    calls = _PoolCalls(private)
+    calls = _PoolCalls(private, games=games)
     assert calls._raw  # envpool 1.2.5's layout: the private calls are the ones in use
     public.async_reset()
     private.async_reset()
@@ -434,8 +475,11 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id):
     for _ in range(60):
         observation, reward, terminated, truncated, info = public.recv()
         got = calls.recv()
+        game_over = truncated | (info["terminated"].astype(bool) if games else terminated)
         for mine, theirs in zip(
-            got, (info["env_id"], observation, reward, terminated, truncated), strict=True
+            got,
+            (info["env_id"], observation, reward, terminated, truncated, game_over),
+            strict=True,
         ):
             assert mine.dtype == theirs.dtype
             np.testing.assert_array_equal(mine, theirs)

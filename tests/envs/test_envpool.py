@@ -7,9 +7,10 @@ import pickle
 import pytest
 import torch
 
-from hts_lightning.envs import EnvpoolFactory, env_factory
+from hts_lightning.envs import EnvpoolFactory, env_factory, episode_ends
 from hts_lightning.envs import envpool as envpool_module
 from hts_lightning.envs._shared import MissingDependencyError
+from hts_lightning.evaluate import run_episodes
 from tests.conftest import require_module
 
 require_module("envpool")
@@ -75,6 +76,64 @@ def test_a_finished_episode_resets_as_the_native_backend_resets_it():
     assert stepped["next", "terminated"] and stepped["next", "episode_reward"].item() == steps
     assert td["step_count"].item() == 0 and td["episode_reward"].item() == 0.0
     assert td["observation"].abs().max() < 0.05  # CartPole's reset state, not the fallen pole
+
+
+def _noop_steps_to_first_done(make, limit=300):
+    env = make()
+    env.set_seed(3)
+    td = env.reset()
+    for step in range(1, limit + 1):
+        td["action"] = torch.nn.functional.one_hot(torch.tensor(0), env.action_spec.shape[-1])
+        stepped, td = env.step_and_maybe_reset(td)
+        if stepped["next", "done"]:
+            return step
+    return None
+
+
+@pytest.mark.parametrize("backend", ["envpool", "python"])
+def test_fire_reset_serves_breakouts_ball_and_without_it_the_game_waits(backend):
+    """Standing still after FIRE loses a life (the served ball is missed); without FIRE no ball
+    comes and no life is lost."""
+    settings = dict(backend=backend, episodic_life=True, noop_max=1)
+    served = env_factory("ALE/Breakout-v5", fire_reset=True, **settings)
+    waiting = env_factory("ALE/Breakout-v5", fire_reset=False, **settings)
+    assert _noop_steps_to_first_done(served) is not None
+    assert _noop_steps_to_first_done(waiting) is None
+
+
+def test_episodic_life_ends_training_episodes_at_a_life_loss_and_reports_the_game():
+    """Breakout on envpool with episodic life: each of the 5 lives ends a training episode
+    (done), the game goes on after it, and the statistics run over the whole game: the reported
+    episode (``episode_ends``) is the game, with its raw score and length; evaluation plays
+    games too."""
+    make = env_factory("ALE/Breakout-v5", backend="envpool", episodic_life=True, fire_reset=True)
+    env = make()
+    env.set_seed(5)
+    td = env.reset()
+    actions = torch.Generator().manual_seed(0)
+    steps, score, lives_lost = 0, 0.0, 0
+    while True:
+        td["action"] = torch.nn.functional.one_hot(torch.randint(4, (), generator=actions), 4)
+        stepped, td = env.step_and_maybe_reset(td)
+        after = stepped["next"]
+        steps, score = steps + 1, score + float(after["reward"])  # Breakout's bricks: 1, 4, 7
+        if episode_ends(after):
+            break
+        if after["done"]:  # a life lost: the next root goes on with the game's statistics
+            lives_lost += 1
+            assert td["episode_reward"].item() == after["episode_reward"].item()
+            assert td["step_count"].item() == steps and not td["game_over"]
+    assert lives_lost == 4 and after["done"] and after["game_over"]
+    assert after["step_count"].item() == steps > 100
+    assert after["episode_reward"].item() >= score > 0  # the clipped rewards sum to less
+    assert td["step_count"].item() == 0 and td["episode_reward"].item() == 0.0  # a new game
+
+    class Still(torch.nn.Module):  # stands still: loses every life to the served ball
+        def forward(self, observation):
+            return torch.zeros(observation.shape[0], dtype=torch.int64)
+
+    returns, lengths, _ = run_episodes(Still(), make, episodes=1, seed=5)
+    assert returns == [0.0] and lengths[0] > 5 * 20  # one game of five lives, not one life
 
 
 def test_seeding_after_a_reset_steps_on_as_seeding_before_it():
@@ -189,6 +248,7 @@ def test_every_python_atari_option_is_one_envpool_maps():
     assert sorted(envpool_module._ATARI_DEFAULTS) == [
         "clip_rewards",
         "episodic_life",
+        "fire_reset",
         "frame_skip",
         "frame_stack",
         "max_episode_frames",

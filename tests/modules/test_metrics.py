@@ -124,3 +124,36 @@ def test_a_checkpoint_monitor_on_the_recent_return_keeps_the_best_update(tmp_pat
     assert float(best.best_model_score) == max(seen)
     update = returns.returns.index(max(seen)) + 1
     assert Path(best.best_model_path).name == f"epoch=0-step={2 * update}.ckpt"
+
+
+def test_with_episodic_life_the_returns_logged_are_whole_games():
+    """Breakout with episodic life: a life loss ends the training episode, but the returns and
+    lengths logged are those of whole games (each batch's ``episode_reward`` where
+    ``game_over``), not of lives."""
+    pytest.importorskip("envpool")
+
+    class GameEnds(Callback):
+        def __init__(self):
+            self.returns, self.lives_lost = [], 0
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            after = batch["next"]
+            game_over, done = after["game_over"].squeeze(-1), after["done"].squeeze(-1)
+            self.returns += after["episode_reward"].squeeze(-1)[game_over].tolist()
+            self.lives_lost += int((done & ~game_over).sum())
+
+    module = PPO(
+        env_id="ALE/Breakout-v5",
+        env_backend="envpool",
+        env_kwargs={"episodic_life": True, "fire_reset": True},
+        num_envs=2,
+        num_workers=1,
+        sync_interval=200,
+        total_frames=3 * 400,
+        epochs=1,
+        minibatches=2,
+    )
+    games = GameEnds()
+    quiet_trainer(games).fit(module)
+    assert games.lives_lost >= 4 and len(games.returns) >= 1  # random play: ~200 steps a game
+    assert list(module.recent_returns) == games.returns

@@ -19,7 +19,9 @@ comes first, the next ``recv``) and go with it: one envpool call per chunk, not 
 
 The executor keeps what ``StepCounter``, ``RewardSum`` and ``RewardClipping`` keep on the
 Python path (step count, raw return, clipped reward), so the slots get the same keys and
-values as a TorchRL env of the same replica (tested bitwise against ``EnvpoolReplica``).
+values as a TorchRL env of the same replica (tested bitwise against ``EnvpoolReplica``). Atari
+with episodic life keeps them over the game, not the life, and marks where a game ended
+(``"game_over"``), as ``EnvpoolReplica`` does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tensordict import TensorDictBase
 
 from hts_lightning._compat import envpool_recv, envpool_send
 from hts_lightning.collectors.backends.protocols import Executor
+from hts_lightning.envs._shared import GAME_OVER
 from hts_lightning.envs.envpool import EnvpoolFactory
 
 _ROOT_KEYS = ("observation", "done", "terminated", "truncated", "episode_reward", "step_count")
@@ -38,12 +41,6 @@ _FILLER_SEED = 0  # a filler's trajectory is never read
 
 class EnvpoolExecutor(Executor):
     """Steps ``len(slots)`` replicas in one envpool; replica i's env is seeded ``seeds[i]``."""
-
-    #: Root keys no step changes (a root is never done: an ended episode is reset first),
-    #: left at the layout's False; the engine writes them once a batch.
-    constant_root_keys = ("done", "terminated", "truncated")
-    #: The next keys :meth:`write_steps_into` writes straight into a batch's storage.
-    next_keys_written = _NEXT_KEYS
 
     def __init__(
         self,
@@ -55,9 +52,17 @@ class EnvpoolExecutor(Executor):
         inference_batch_size: int,
     ):
         root, next_ = slots.get("root"), slots.get("next")
+        self._games = factory.reports_games
+        next_keys = (*_NEXT_KEYS, GAME_OVER) if self._games else _NEXT_KEYS
+        #: Root keys no step changes (a root is never done: an ended episode is reset first,
+        #: nor is its game over), left at the layout's False; the engine writes them once a
+        #: batch.
+        self.constant_root_keys = ("done", "terminated", "truncated", GAME_OVER)
+        #: The next keys :meth:`write_steps_into` writes straight into a batch's storage.
+        self.next_keys_written = next_keys
         missing = sorted(
             {f"root {k}" for k in _ROOT_KEYS if k not in root}
-            | {f"next {k}" for k in _NEXT_KEYS if k not in next_}
+            | {f"next {k}" for k in next_keys if k not in next_}
         )
         if missing:
             raise ValueError(f"The envpool backend needs the Python path's keys; missing {missing}")
@@ -69,7 +74,7 @@ class EnvpoolExecutor(Executor):
         # numpy views of the shared slots, one row per replica (the (1,)-shaped keys as
         # vectors): a recv's results are written with one fancy assignment per key.
         self._root = {k: _rows(root.get(k).numpy()) for k in _ROOT_KEYS}
-        self._next = {k: _rows(next_.get(k).numpy()) for k in _NEXT_KEYS}
+        self._next = {k: _rows(next_.get(k).numpy()) for k in next_keys}
         self._action = slots.get(("action", "action")).numpy()
         self._clip = factory.clip_rewards
         self._returns = np.zeros(self._num_envs, dtype=np.float32)
@@ -95,7 +100,7 @@ class EnvpoolExecutor(Executor):
         self._discrete = hasattr(space, "n")
         # A box action reaches the env clipped to its bounds (a Gaussian's sample may not be).
         self._bounds = None if self._discrete else (space.low, space.high)
-        self._calls = _PoolCalls(self._pool)
+        self._calls = _PoolCalls(self._pool, games=self._games)
         # The replicas' stacked frames, where the factory stacks them (the football port)
         self._frames = self._factory.frames(self._num_envs, self._pool.observation_space)
         self._pool.async_reset()
@@ -120,7 +125,7 @@ class EnvpoolExecutor(Executor):
         """Steps go into the batch storage, not the slots: the engine copies nothing (a gather
         and a scatter of 7 keys a ``recv``). The engine moves a replica's row on only after
         ``wait_ready`` returned it: a step is written where it belongs."""
-        self._storage = ({k: _rows(next_[k]) for k in _NEXT_KEYS}, row)
+        self._storage = ({k: _rows(next_[k]) for k in self.next_keys_written}, row)
 
     def wait_ready(self) -> np.ndarray:
         """The replicas whose step (and, at an episode end, reset) finished: those of one
@@ -144,31 +149,34 @@ class EnvpoolExecutor(Executor):
             env = np.concatenate(self._idle_ids)
             self._idle_ids = []
             self._calls.send(self._idle_action[: env.size], env)
-        env, observation, reward, terminated, truncated = self._calls.recv()
+        received = self._calls.recv()  # env, observation, reward, terminated, truncated, game over
+        env = received[0]
         real = env < self._num_envs
         if not real.all():
             self._idle_fillers.extend(env[~real].tolist())
-            env, observation = env[real], observation[real]
-            reward, terminated, truncated = reward[real], terminated[real], truncated[real]
+            received = [a[real] for a in received]
+            env = received[0]
         self._in_flight -= env.size
         resetting = self._resetting[env]
         if not resetting.any():  # most recvs: steps only
-            return self._record_steps(env, observation, reward, terminated, truncated)
+            return self._record_steps(*received)
         reset = env[resetting]  # their first observation is in: ready, nothing recorded
         self._resetting[reset] = False
-        self._returns[reset] = 0.0
-        self._steps[reset] = 0
-        first = observation[resetting]
+        first = received[1][resetting]
         if self._frames is not None:
             first = self._frames.reset(reset, first)
-        self._publish_root(reset, first, 0.0, 0)
+        # The statistics were zeroed where the episode (the game) ended: a life goes on with them.
+        self._publish_root(reset, first, self._returns[reset], self._steps[reset])
         stepping = ~resetting
-        stepped = [a[stepping] for a in (env, observation, reward, terminated, truncated)]
+        stepped = [a[stepping] for a in received]
         env = self._record_steps(*stepped) if stepped[0].size else stepped[0]
         return np.concatenate([reset, env]).astype(np.int64)
 
-    def _record_steps(self, env, observation, reward, terminated, truncated) -> np.ndarray:
-        """Write the steps of ``env`` into the slots; the replicas ready to act again (int64)."""
+    def _record_steps(
+        self, env, observation, reward, terminated, truncated, game_over
+    ) -> np.ndarray:
+        """Write the steps of ``env`` into the slots; the replicas ready to act again (int64).
+        ``game_over``: where the statistics end (the episode's end but for episodic life)."""
         raw = reward.astype(np.float32)
         done = terminated | truncated
         if self._frames is not None:
@@ -176,8 +184,8 @@ class EnvpoolExecutor(Executor):
         # The returns and step counts gathered once, for the slots' next and root rows.
         returns = self._returns[env] + raw
         steps = self._steps[env] + 1
-        self._returns[env] = returns
-        self._steps[env] = steps
+        self._returns[env] = np.where(game_over, 0.0, returns)
+        self._steps[env] = np.where(game_over, 0, steps)
         if self._storage is None:
             out, at = self._next, env
         else:
@@ -190,6 +198,8 @@ class EnvpoolExecutor(Executor):
         out["truncated"][at] = truncated
         out["episode_reward"][at] = returns
         out["step_count"][at] = steps
+        if self._games:
+            out[GAME_OVER][at] = game_over
         if done.any():  # auto-reset: the env resets on its next send, whatever the action
             ended = env[done]
             self._resetting[ended] = True
@@ -225,7 +235,9 @@ class EnvpoolExecutor(Executor):
 
 
 class _PoolCalls:
-    """envpool 1.2.5's ``send``/``recv`` without their Python wrappers (private calls).
+    """envpool 1.2.5's ``send``/``recv`` without their Python wrappers (private calls); with
+    ``games``, ``recv`` also reads where an Atari game ended (``info["terminated"]``: all lives
+    lost) and else gives the episode's end.
 
     The public ``send`` rebuilds the pool's config dict and re-checks the action on every call,
     and ``recv`` builds the gymnasium tuple through ``optree``: ~20 us of a chunk's ~40 us of
@@ -237,20 +249,22 @@ class _PoolCalls:
     """
 
     _ACTIONS = ["env_id", "players.env_id", "action"]
-    _STATES = ("info:env_id", "obs", "reward", "done", "trunc")
+    _STATES = ("info:env_id", "obs", "reward", "done", "trunc", "info:terminated")
 
-    def __init__(self, pool):
+    def __init__(self, pool, *, games: bool = False):
         self._pool = pool
+        self._games = games
+        states = self._STATES if games else self._STATES[:-1]
         keys = list(getattr(pool, "_state_keys", ()))
         actions = list(getattr(getattr(pool, "_spec", None), "_action_keys", ()))
         self._raw = (
             sorted(actions) == sorted(self._ACTIONS)
-            and set(self._STATES) <= set(keys)
+            and set(states) <= set(keys)
             and pool.config.get("max_num_players", 1) == 1
         )
         if self._raw:
             self._order = [self._ACTIONS.index(k) for k in actions]
-            self._at = [keys.index(k) for k in self._STATES]
+            self._at = [keys.index(k) for k in states]
 
     def send(self, action: np.ndarray, env: np.ndarray) -> None:
         """Step the envs ``env`` (int32) with ``action`` (the pool's dtype, C order)."""
@@ -260,14 +274,18 @@ class _PoolCalls:
         arrays = (env, env, action)
         envpool_send(self._pool, [arrays[i] for i in self._order])
 
-    def recv(self) -> tuple:
-        """``(env_id, observation, reward, terminated, truncated)`` of one ``recv``."""
+    def recv(self) -> list:
+        """``[env_id, observation, reward, terminated, truncated, game_over]`` of one ``recv``
+        (``game_over``: the game's end with ``games``, else the episode's)."""
         if not self._raw:
             observation, reward, terminated, truncated, info = self._pool.recv()
-            return info["env_id"], observation, reward, terminated, truncated
-        state = envpool_recv(self._pool)
-        env, observation, reward, done, truncated = (state[i] for i in self._at)
-        return env, observation, reward, done & ~truncated, truncated
+            env, game_lost = info["env_id"], info.get("terminated")
+        else:
+            state = envpool_recv(self._pool)
+            env, observation, reward, done, truncated, *game_lost = (state[i] for i in self._at)
+            terminated, game_lost = done & ~truncated, (game_lost or [None])[0]
+        ended = truncated | (game_lost.astype(bool) if self._games else terminated)
+        return [env, observation, reward, terminated, truncated, ended]
 
 
 def _rows(array: np.ndarray) -> np.ndarray:
