@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
+import torch
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-from torchrl.envs import GymWrapper, TransformedEnv
+from torchrl.data import Categorical, Unbounded
+from torchrl.envs import GymWrapper, TransformedEnv, default_info_dict_reader
 
-from hts_lightning.envs._shared import check_env_id, with_episode_stats
+from hts_lightning.envs._shared import GAME_OVER, check_env_id, with_episode_stats
 
 __all__ = ["make_atari_env"]
 
@@ -42,9 +45,9 @@ def make_atari_env(
         screen_size: side of the square grayscale observation.
         noop_max: at most this many no-ops after each reset.
         repeat_action_probability: sticky actions (0.25 in the Machado et al. protocol).
-        episodic_life: end the episode on a life loss (gymnasium's ``terminal_on_life_loss``:
-            the next reset is a full reset, so returns are then per life; on envpool the game
-            goes on and the returns are the game's, see docs/guides/envpool.md).
+        episodic_life: end the episode on a life loss, the game going on after it (DQN's
+            EpisodicLife); ``"episode_reward"`` and ``"step_count"`` are then the game's and
+            ``"game_over"`` marks its end (see docs/guides/envpool.md).
         fire_reset: press FIRE once after each reset's no-ops, in games whose action 1 is
             FIRE (Breakout waits for it to serve), as OpenAI baselines' and CleanRL's Atari
             settings do.
@@ -68,14 +71,19 @@ def make_atari_env(
         noop_max=noop_max,
         frame_skip=frame_skip,
         screen_size=screen_size,
-        terminal_on_life_loss=episodic_life,
         grayscale_obs=True,
         scale_obs=False,
     )
-    if fire_reset and base.unwrapped.get_action_meanings()[1:2] == ["FIRE"]:
+    fire = fire_reset and base.unwrapped.get_action_meanings()[1:2] == ["FIRE"]
+    if episodic_life:
+        base = EpisodicLife(base, fire=fire)
+    elif fire:
         base = FireReset(base)
     base = FrameStackObservation(base, stack_size=frame_stack)
-    return with_episode_stats(GymWrapper(base), seed=seed, clip_rewards=clip_rewards)
+    env = GymWrapper(base)
+    if episodic_life:
+        env.set_info_dict_reader(default_info_dict_reader(list(_GAME_SPECS), spec=_GAME_SPECS))
+    return with_episode_stats(env, seed=seed, clip_rewards=clip_rewards, counted=episodic_life)
 
 
 class FireReset(gym.Wrapper):
@@ -87,3 +95,56 @@ class FireReset(gym.Wrapper):
         if terminated or truncated:  # the FIRE ended it (never seen): start again
             return self.env.reset(**kwargs)
         return observation, info
+
+
+_GAME_SPECS = {
+    "episode_reward": Unbounded(shape=(1,), dtype=torch.float32),
+    "step_count": Unbounded(shape=(1,), dtype=torch.int64),
+    GAME_OVER: Categorical(2, shape=(1,), dtype=torch.bool),
+}
+
+
+class EpisodicLife(gym.Wrapper):
+    """A life lost ends the episode, and the reset after it goes on with the game (one no-op
+    step; then FIRE with ``fire``, as after a full reset). The game's raw return and steps so
+    far (reset steps not counted) and whether it ended go in ``info`` at every step and reset
+    (``_GAME_SPECS``' keys)."""
+
+    def __init__(self, env: gym.Env, *, fire: bool):
+        super().__init__(env)
+        self._fire = fire
+        self._lives, self._life_lost, self._game_over = 0, False, True
+        self._return, self._steps = np.float32(0.0), 0
+
+    def reset(self, **kwargs):
+        ended = True
+        if self._life_lost and kwargs.get("seed") is None:
+            observation, _, terminated, truncated, info = self.env.step(0)
+            ended = terminated or truncated
+        if ended:
+            observation, info = self.env.reset(**kwargs)
+            self._return, self._steps = np.float32(0.0), 0
+        if self._fire:
+            observation, _, terminated, truncated, info = self.env.step(1)
+            if terminated or truncated:  # the FIRE ended it (never seen): start again
+                observation, info = self.env.reset(**kwargs)
+                self._return, self._steps = np.float32(0.0), 0
+        self._lives, self._life_lost, self._game_over = self.env.unwrapped.ale.lives(), False, False
+        return observation, self._with_game(info)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self._return, self._steps = np.float32(self._return + np.float32(reward)), self._steps + 1
+        self._game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        self._life_lost, self._lives = 0 < lives < self._lives and not self._game_over, lives
+        done = terminated or self._life_lost
+        return observation, reward, done, truncated, self._with_game(info)
+
+    def _with_game(self, info: dict) -> dict:
+        return {
+            **info,
+            "episode_reward": np.array([self._return], dtype=np.float32),
+            "step_count": np.array([self._steps], dtype=np.int64),
+            GAME_OVER: np.array([self._game_over]),
+        }

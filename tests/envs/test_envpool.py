@@ -90,23 +90,39 @@ def _noop_steps_to_first_done(make, limit=300):
     return None
 
 
+def _noop_steps_with_moving_frames(make, steps=30):
+    env = make()
+    env.set_seed(3)
+    td, moved = env.reset(), 0
+    for _ in range(steps):
+        td["action"] = torch.nn.functional.one_hot(torch.tensor(0), env.action_spec.shape[-1])
+        stepped, td = env.step_and_maybe_reset(td)
+        moved += int(not torch.equal(stepped["next", "observation"], stepped["observation"]))
+    return moved
+
+
 @pytest.mark.parametrize("backend", ["envpool", "python"])
 def test_fire_reset_serves_breakouts_ball_and_without_it_the_game_waits(backend):
-    """Standing still after FIRE loses a life (the served ball is missed); without FIRE no ball
-    comes and no life is lost."""
-    settings = dict(backend=backend, episodic_life=True, noop_max=1)
-    served = env_factory("ALE/Breakout-v5", fire_reset=True, **settings)
-    waiting = env_factory("ALE/Breakout-v5", fire_reset=False, **settings)
-    assert _noop_steps_to_first_done(served) is not None
-    assert _noop_steps_to_first_done(waiting) is None
+    """Standing still after FIRE, the served ball moves and is missed (a life lost, with
+    episodic life); without FIRE no ball comes: the screen stands still and no life is lost."""
+    for episodic_life in (True, False):
+        settings = dict(backend=backend, episodic_life=episodic_life, noop_max=1)
+        served = env_factory("ALE/Breakout-v5", fire_reset=True, **settings)
+        waiting = env_factory("ALE/Breakout-v5", fire_reset=False, **settings)
+        assert _noop_steps_with_moving_frames(served) > 10
+        assert _noop_steps_with_moving_frames(waiting) == 0
+        if episodic_life:
+            assert _noop_steps_to_first_done(served) is not None
+            assert _noop_steps_to_first_done(waiting) is None
 
 
-def test_episodic_life_ends_training_episodes_at_a_life_loss_and_reports_the_game():
-    """Breakout on envpool with episodic life: each of the 5 lives ends a training episode
-    (done), the game goes on after it, and the statistics run over the whole game: the reported
-    episode (``episode_ends``) is the game, with its raw score and length; evaluation plays
-    games too."""
-    make = env_factory("ALE/Breakout-v5", backend="envpool", episodic_life=True, fire_reset=True)
+@pytest.mark.parametrize("backend", ["envpool", "python"])
+def test_episodic_life_ends_training_episodes_at_a_life_loss_and_reports_the_game(backend):
+    """Breakout with episodic life: each of the 5 lives ends a training episode (done), the
+    game goes on after it, and the statistics run over the whole game: the reported episode
+    (``episode_ends``) is the game, with its raw score and length; evaluation plays games too.
+    """
+    make = env_factory("ALE/Breakout-v5", backend=backend, episodic_life=True, fire_reset=True)
     env = make()
     env.set_seed(5)
     td = env.reset()

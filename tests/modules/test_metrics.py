@@ -126,11 +126,11 @@ def test_a_checkpoint_monitor_on_the_recent_return_keeps_the_best_update(tmp_pat
     assert Path(best.best_model_path).name == f"epoch=0-step={2 * update}.ckpt"
 
 
-def test_with_episodic_life_the_returns_logged_are_whole_games():
+@pytest.mark.parametrize("env_backend", ["envpool", "python"])
+def test_with_episodic_life_the_returns_logged_are_whole_games(env_backend):
     """Breakout with episodic life: a life loss ends the training episode, but the returns and
     lengths logged are those of whole games (each batch's ``episode_reward`` where
     ``game_over``), not of lives."""
-    pytest.importorskip("envpool")
 
     class GameEnds(Callback):
         def __init__(self):
@@ -144,7 +144,7 @@ def test_with_episodic_life_the_returns_logged_are_whole_games():
 
     module = PPO(
         env_id="ALE/Breakout-v5",
-        env_backend="envpool",
+        env_backend=env_backend,
         env_kwargs={"episodic_life": True, "fire_reset": True},
         num_envs=2,
         num_workers=1,
