@@ -75,7 +75,7 @@ GAME_OVER = "game_over"
 def episode_ends(next_: TensorDictBase) -> torch.Tensor:
     """Where a reported episode ended in ``next_`` (a batch's ``"next"``), as its done's shape
     without the trailing 1: at the game's end where the env reports games (its
-    ``"game_over"`` key: Atari with episodic life on envpool), else wherever it was done."""
+    ``"game_over"`` key: Atari with episodic life), else wherever it was done."""
     return next_.get(GAME_OVER if GAME_OVER in next_ else "done").squeeze(-1)
 
 
