@@ -8,7 +8,8 @@ counter) is what :func:`save_env_state` captures:
 - TorchRL envs that implement ``snapshot()`` (a picklable state) and ``restore(snapshot)``:
   ours, and any of yours that does (see tests/collectors/spec_envs.py for one);
 - gymnasium envs behind TorchRL's gym wrappers: every gymnasium wrapper's attributes (pure
-  Python: frame stacks, max-pool buffers, elapsed steps), the unwrapped env's attributes for
+  Python: frame stacks, max-pool buffers, elapsed steps, our Atari wrappers' lives and game
+  statistics), the unwrapped env's attributes for
   classic-control and toy-text envs, and for ALE the emulator state with its RNG
   (``clone_state(include_rng=True)``) plus the env's own numpy RNG (no-op starts);
 - TorchRL transforms must be stateless ones (their state is in the TensorDict).
@@ -41,6 +42,9 @@ __all__ = ["load_env_state", "save_env_state"]
 
 # Transforms whose state is the TensorDict itself: nothing to save.
 _STATELESS_TRANSFORMS = (Compose, StepCounter, RewardSum, RewardClipping, ClipActions)
+# gymnasium wrappers whose attributes are their whole state: gymnasium's and ours (Atari's
+# episodic life and FIRE reset).
+_PURE_PYTHON_WRAPPERS = ("gymnasium.wrappers", "hts_lightning.envs.atari")
 # Unwrapped gymnasium envs whose attributes are their whole state (pure Python and numpy).
 _PURE_PYTHON_ENV_PACKAGES = ("gymnasium.envs.classic_control.", "gymnasium.envs.toy_text.")
 # Attributes that are handles or fixed configuration, not state: the wrapped env, the emulator
@@ -112,7 +116,7 @@ def _layers(env: gym.Env) -> list[gym.Env]:
 
 def _gymnasium_supported(env: gym.Env) -> bool:
     *wrappers, inner = _layers(env)
-    wrappers_ok = all(type(w).__module__.startswith("gymnasium.wrappers") for w in wrappers)
+    wrappers_ok = all(type(w).__module__.startswith(_PURE_PYTHON_WRAPPERS) for w in wrappers)
     return wrappers_ok and (
         _is_ale(inner) or type(inner).__module__.startswith(_PURE_PYTHON_ENV_PACKAGES)
     )

@@ -21,7 +21,7 @@ def _play(env, root, actions):
         rows.append(
             torch.cat(
                 [nxt[k].float().flatten() for k in ("observation", "reward", "done")]
-                + [nxt["episode_reward"].float().flatten()]
+                + [nxt[k].float().flatten() for k in ("step_count", "episode_reward")]
             )
         )
     return torch.stack(rows), td
@@ -32,6 +32,7 @@ def _play(env, root, actions):
     [
         ("CartPole-v1", {}, 150),
         ("ALE/Pong-v5", {}, 400),
+        ("ALE/Breakout-v5", {"episodic_life": True, "fire_reset": True}, 150),
         ("VariableLatency", {"mean": 0.0, "distribution": "constant", "episode_length": 30}, 80),
         ("Counting", {"max_count": 7}, 20),
     ],
@@ -55,7 +56,7 @@ def test_a_restored_env_continues_as_the_original(env_id, kwargs, steps):
     load_env_state(fresh, state)
     got, _ = _play(fresh, root, actions[steps:])
     assert torch.equal(expected, got)
-    assert expected[:, -2].any() or env_id == "ALE/Pong-v5"  # episodes end inside (not Pong)
+    assert expected[:, -3].any() or env_id == "ALE/Pong-v5"  # episodes end inside (not Pong)
 
 
 def test_envs_with_state_outside_reach_say_so_with_none():
