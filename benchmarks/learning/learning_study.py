@@ -171,9 +171,8 @@ STUDIES = {
         frames_per_batch=1024,
         anchors="breakout_ppo",
         note="Breakout PPO with the anchors' 8 envs x 128 to 2M agent steps (OpenAI baselines' "
-        "ppo2: 22 at 1M, 48 at 2M). Not the anchors' in one respect: no episodic life and no "
-        "FIRE after reset (gymnasium's AtariPreprocessing defaults; baselines and CleanRL end "
-        "a training episode at each life lost and press FIRE).",
+        "ppo2: 22 at 1M, 48 at 2M), trained as the anchors train (a life lost ends the "
+        "training episode, FIRE after each reset) and scored as they score: whole games.",
     ),
     "pong_a2c_2m": Study(
         recipe="recipes/atari/pong_a2c.yaml",
