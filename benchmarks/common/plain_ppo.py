@@ -148,6 +148,8 @@ def train(
     generator = torch.Generator().manual_seed(seed)
     num_envs = pool.config["num_envs"]
     returns = np.zeros(num_envs)
+    # With episodic life the returns printed are whole games', as CleanRL's scripts print them.
+    games = bool(pool.config.get("episodic_life", False))
     obs = torch.from_numpy(pool.reset()[0])
     for batch_index in range(batches):
         for group in optimizer.param_groups:
@@ -158,13 +160,13 @@ def train(
                 logits = nets.actor_head(nets.trunk(obs))
                 dist = torch.distributions.Categorical(logits=logits)
                 action = dist.sample()
-                next_obs, reward, terminated, truncated, _ = pool.step(action.numpy())
+                next_obs, reward, terminated, truncated, info = pool.step(action.numpy())
                 returns += reward
-                done = terminated | truncated
+                ended = truncated | (info["terminated"].astype(bool) if games else terminated)
                 agent_steps = (batch_index * steps_per_batch + step + 1) * num_envs
-                for episode_return in returns[done]:
+                for episode_return in returns[ended]:
                     print(f"global_step={agent_steps}, episodic_return={episode_return}")
-                returns[done] = 0.0
+                returns[ended] = 0.0
                 if clip_rewards:
                     reward = np.clip(reward, -1.0, 1.0)
                 next_obs = torch.from_numpy(next_obs)

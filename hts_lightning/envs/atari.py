@@ -49,8 +49,9 @@ def make_atari_env(
             EpisodicLife); ``"episode_reward"`` and ``"step_count"`` are then the game's and
             ``"game_over"`` marks its end (see docs/guides/envpool.md).
         fire_reset: press FIRE once after each reset's no-ops, in games whose action 1 is
-            FIRE (Breakout waits for it to serve), as OpenAI baselines' and CleanRL's Atari
-            settings do.
+            FIRE (Breakout waits for it to serve); the anchors' Atari settings press FIRE
+            after reset too. The reset's no-op and FIRE steps count in neither the return
+            nor the steps.
         clip_rewards: clip the training reward to [-1, 1].
         max_episode_frames: emulator frames before the episode is truncated.
 

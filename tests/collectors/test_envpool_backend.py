@@ -460,8 +460,8 @@ def test_several_worker_processes_collect_the_batches_of_one_pool():
 )
 def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id, env_kwargs):
     """The adapter of envpool 1.2.5's private ``_send``/``_recv`` against ``send``/``recv``:
-    two pools of the same seeds, stepped with the same actions, 60 steps over episode ends
-    (with episodic life, where a game ended: ``info["terminated"]``)."""
+    two pools of the same seeds, stepped with the same actions, over episode ends (with
+    episodic life, over lives lost and games ended: ``info["terminated"]``)."""
     from hts_lightning.collectors.backends.envpool import _PoolCalls
 
     make = env_factory(env_id, backend="envpool", **env_kwargs)
@@ -471,8 +471,8 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id, e
     assert calls._raw  # envpool 1.2.5's layout: the private calls are the ones in use
     public.async_reset()
     private.async_reset()
-    actions, ended = np.random.default_rng(0), 0
-    for _ in range(60):
+    actions, ended, games_ended = np.random.default_rng(0), 0, 0
+    for _ in range(400 if games else 60):  # Breakout's 5 lives: ~150 steps of NOOP or FIRE
         observation, reward, terminated, truncated, info = public.recv()
         got = calls.recv()
         game_over = truncated | (info["terminated"].astype(bool) if games else terminated)
@@ -484,10 +484,12 @@ def test_the_executors_pool_calls_give_what_envpools_public_calls_give(env_id, e
             assert mine.dtype == theirs.dtype
             np.testing.assert_array_equal(mine, theirs)
         ended += int(terminated.sum() + truncated.sum())
+        games_ended += int(info["terminated"].sum()) if games else 0
         action = actions.integers(0, 2, size=len(observation)).astype(np.int32)
         public.send(action, info["env_id"])
         calls.send(action, got[0])
     assert env_id != "CartPole-v1" or ended > 0  # the resets were compared too
+    assert not games or games_ended > 0  # and the game ends
 
 
 def test_a_module_takes_any_thread_count_for_envpool_and_still_divides_python_workers():

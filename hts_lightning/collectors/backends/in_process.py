@@ -20,6 +20,7 @@ from hts_lightning.collectors.core.layout import Layout
 from hts_lightning.collectors.core.seeding import restart_seed
 from hts_lightning.collectors.core.views import numpy_view
 from hts_lightning.collectors.errors import EnvReplicaError
+from hts_lightning.envs._shared import GAME_OVER
 from hts_lightning.envs.snapshot import load_env_state, save_env_state
 
 #: (next root TensorDict, env state or None): a replica between two batches.
@@ -123,7 +124,7 @@ class ReplicaStepper:
         slot = self._slots[replica]["next"]
         for key in self._next_keys:
             value, name = slot.get(key), key[-1] if isinstance(key, tuple) else key
-            if name in ("done", "truncated"):
+            if name in ("done", "truncated", GAME_OVER):  # the abandoned game ends here
                 value.fill_(True)
             elif name != "terminated" and key in root_keys:
                 value.copy_(root.get(key))
