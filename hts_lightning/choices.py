@@ -30,7 +30,7 @@ GradientMode = Literal["delayed", "current", "decoupled"]
 #: The training modules' learning-rate schedule.
 LrSchedule = Literal["constant", "linear"]
 #: The training modules' optimizer (ACKTR's is K-FAC).
-OptimizerName = Literal["adam", "rmsprop"]
+OptimizerName = Literal["adam", "rmsprop", "rmsprop_tf"]
 
 
 def _checker(name: str, choices, fix: str):
@@ -84,7 +84,8 @@ check_gradient_mode = _checker(
 check_optimizer = _checker(
     "optimizer",
     OptimizerName,
-    "Use 'adam' or 'rmsprop' (PyTorch's, alpha 0.99, eps 1e-5: Stable-Baselines3's A2C).",
+    "Use 'adam', 'rmsprop' (PyTorch's, alpha 0.99, eps 1e-5: Stable-Baselines3's A2C) or "
+    "'rmsprop_tf' (TensorFlow's, as OpenAI baselines' A2C and RL Zoo's Atari A2C train).",
 )
 check_lr_schedule = _checker(
     "lr_schedule", LrSchedule, "Use 'constant' or 'linear' (decay to 0 over total_frames)."

@@ -178,10 +178,12 @@ STUDIES = {
         recipe="recipes/atari/pong_a2c.yaml",
         variants={
             "recipe": (),  # Adam, torch's initialization
-            # baselines' a2c: RMSprop (alpha 0.99, eps 1e-5, the same lr) and orthogonal
-            # initialization (policy output gain 0.01)
+            # the recipe with the anchors' orthogonal initialization alone
+            "orthogonal": ("--model.init_args.orthogonal_init=true",),
+            # baselines' a2c: TensorFlow's RMSprop (alpha 0.99, eps 1e-5, the same lr) and
+            # orthogonal initialization (policy output gain 0.01)
             "baselines": (
-                "--model.init_args.optimizer=rmsprop",
+                "--model.init_args.optimizer=rmsprop_tf",
                 "--model.init_args.orthogonal_init=true",
             ),
         },
@@ -191,7 +193,8 @@ STUDIES = {
         frames_per_batch=80,
         anchors="pong_a2c",
         note="Pong A2C (16 envs x 5 steps) to 2M agent steps (OpenAI baselines' a2c: 0.0 at 1M, "
-        "1.8 at 2M): the recipe, and the recipe with baselines' optimizer and initialization.",
+        "1.8 at 2M): the recipe, the recipe with the anchors' orthogonal initialization, and "
+        "with baselines' optimizer and initialization.",
     ),
     "pong_acktr_2m": Study(
         recipe="recipes/atari/pong_acktr.yaml",

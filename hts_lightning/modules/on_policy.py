@@ -121,8 +121,12 @@ class OnPolicyModule(LightningModule):
         normalize_reward: rewards divided by the running std of the discounted return
             before the advantages (:class:`~hts_lightning.modules.normalization.RewardScaler`;
             the logged returns stay raw).
-        optimizer: ``"adam"`` (eps 1e-5) or ``"rmsprop"`` (PyTorch's, alpha 0.99, eps 1e-5:
-            Stable-Baselines3's A2C default, which RL Zoo's MuJoCo A2C keeps).
+        optimizer: ``"adam"`` (eps 1e-5), ``"rmsprop"`` (PyTorch's, alpha 0.99, eps 1e-5:
+            Stable-Baselines3's A2C default, which RL Zoo's MuJoCo A2C keeps) or
+            ``"rmsprop_tf"`` (the same settings as TensorFlow's RMSprop computes them, which
+            OpenAI baselines' and RL Zoo's Atari A2C train with: Stable-Baselines3's
+            ``RMSpropTFLike``; its running square starts at 1, so the first steps are small
+            where PyTorch's are ~10x the learning rate).
         lr, lr_schedule: the optimizer's learning rate, ``"constant"`` or ``"linear"`` decay
             to 0 over ``total_frames``.
         gamma, gae_lambda: GAE.
@@ -364,6 +368,10 @@ class OnPolicyModule(LightningModule):
         parameters, lr = self.loss_module.parameters(), self.hparams.lr
         if self.hparams.optimizer == "rmsprop":
             return torch.optim.RMSprop(parameters, lr=lr, alpha=0.99, eps=1e-5)
+        if self.hparams.optimizer == "rmsprop_tf":
+            from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+
+            return RMSpropTFLike(parameters, lr=lr, alpha=0.99, eps=1e-5)
         # Fused: one kernel for all parameters (a 4.7k-parameter MLP's step: 0.47 -> 0.14 ms).
         return torch.optim.Adam(parameters, lr=lr, eps=1e-5, fused=True)
 

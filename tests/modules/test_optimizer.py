@@ -1,5 +1,5 @@
-"""The training modules' optimizer choice: Adam (default) or PyTorch's RMSprop with
-Stable-Baselines3's A2C settings; ACKTR keeps K-FAC."""
+"""The training modules' optimizer choice: Adam (default), PyTorch's RMSprop with
+Stable-Baselines3's A2C settings or TensorFlow's (as baselines' Atari A2C); ACKTR keeps K-FAC."""
 
 from __future__ import annotations
 
@@ -41,8 +41,33 @@ def test_rmsprop_takes_sb3s_settings_and_steps_as_rmsprop_does():
     )
 
 
+def test_rmsprop_tf_is_tensorflows_whose_first_steps_are_small():
+    """TensorFlow's RMSprop (Stable-Baselines3's ``RMSpropTFLike``) starts its running square
+    at 1: from the same weights and batches its first updates move the parameters far less
+    than PyTorch's, whose first step is ~10x the learning rate per parameter."""
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+
+    start = _a2c().loss_module.state_dict()
+
+    def displacement(optimizer: str) -> float:
+        module = _a2c(optimizer=optimizer)
+        _fit(module)
+        moved = module.loss_module.state_dict()
+        return sum(float((moved[k] - start[k]).abs().sum()) for k in start), module
+
+    tf_moved, tf_module = displacement("rmsprop_tf")
+    torch_moved, _ = displacement("rmsprop")
+    optimizer = tf_module.trainer.optimizers[0]
+    assert type(optimizer) is RMSpropTFLike
+    group = optimizer.param_groups[0]
+    assert (group["alpha"], group["eps"], group["lr"]) == (0.99, 1e-5, 1e-3)
+    assert 0 < tf_moved < 0.2 * torch_moved
+
+
 def test_an_unknown_optimizer_is_named_with_the_choices():
-    with pytest.raises(ValueError, match=r"optimizer must be one of \('adam', 'rmsprop'\)"):
+    with pytest.raises(
+        ValueError, match=r"optimizer must be one of \('adam', 'rmsprop', 'rmsprop_tf'\)"
+    ):
         PPO(env_id="CartPole-v1", num_envs=2, num_workers=0, optimizer="sgd")
 
 
