@@ -177,11 +177,13 @@ STUDIES = {
     "pong_a2c_2m": Study(
         recipe="recipes/atari/pong_a2c.yaml",
         variants={
-            "recipe": (),  # Adam, torch's initialization
-            # the recipe with the anchors' orthogonal initialization alone
-            "orthogonal": ("--model.init_args.orthogonal_init=true",),
-            # baselines' a2c: TensorFlow's RMSprop (alpha 0.99, eps 1e-5, the same lr) and
-            # orthogonal initialization (policy output gain 0.01)
+            # the recipe before this study: Adam, torch's initialization (its network went blind)
+            "adam": (
+                "--model.init_args.optimizer=adam",
+                "--model.init_args.orthogonal_init=false",
+            ),
+            # baselines' a2c, the recipe's since: TensorFlow's RMSprop (alpha 0.99, eps 1e-5,
+            # the same lr) and orthogonal initialization (policy output gain 0.01)
             "baselines": (
                 "--model.init_args.optimizer=rmsprop_tf",
                 "--model.init_args.orthogonal_init=true",
@@ -193,8 +195,8 @@ STUDIES = {
         frames_per_batch=80,
         anchors="pong_a2c",
         note="Pong A2C (16 envs x 5 steps) to 2M agent steps (OpenAI baselines' a2c: 0.0 at 1M, "
-        "1.8 at 2M): the recipe, the recipe with the anchors' orthogonal initialization, and "
-        "with baselines' optimizer and initialization.",
+        "1.8 at 2M): with Adam and torch's initialization (the recipe before), and with "
+        "baselines' optimizer and initialization (the recipe since).",
     ),
     "pong_acktr_2m": Study(
         recipe="recipes/atari/pong_acktr.yaml",
