@@ -188,6 +188,9 @@ STUDIES = {
                 "--model.init_args.optimizer=rmsprop_tf",
                 "--model.init_args.orthogonal_init=true",
             ),
+            # baselines' a2c without HTS: TorchRL's synchronous collector and the gradient at
+            # the parameters it updates (rules the lag and the delayed gradient in or out)
+            "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
         },
         seeds=(0,),
         steps=2_000_000,
@@ -195,8 +198,9 @@ STUDIES = {
         frames_per_batch=80,
         anchors="pong_a2c",
         note="Pong A2C (16 envs x 5 steps) to 2M agent steps (OpenAI baselines' a2c: 0.0 at 1M, "
-        "1.8 at 2M): with Adam and torch's initialization (the recipe before), and with "
-        "baselines' optimizer and initialization (the recipe since).",
+        "1.8 at 2M): with Adam and torch's initialization (the recipe before), with "
+        "baselines' optimizer and initialization (the recipe since), and the same without HTS "
+        "(sync: no lag, no delayed gradient).",
     ),
     "pong_acktr_2m": Study(
         recipe="recipes/atari/pong_acktr.yaml",
