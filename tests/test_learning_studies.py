@@ -3,12 +3,14 @@ overrides are arguments the recipe's module takes, and its anchors are in anchor
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
 import yaml
 
 import hts_lightning
+from benchmarks.common import sb3_atari_a2c
 from benchmarks.learning import learning_study
 from tests.conftest import ROOT
 
@@ -61,3 +63,25 @@ def test_the_cell_command_resumes_only_when_asked():
     # 2M agent steps of 1,024-frame batches, 16 optimizer steps a batch: 1,954 batches.
     assert "--trainer.max_steps=31264" in fresh
     assert resumed == [*fresh, "--ckpt_path=last"]
+
+
+def test_a_shorter_cell_stops_at_its_own_steps():
+    """``run --steps`` trains new cells to fewer agent steps than the study's length."""
+    study = learning_study.STUDIES["pong_a2c_2m"]
+    shorter = dataclasses.replace(study, steps=1_000_000)
+    # 1M agent steps of 80-frame batches, one optimizer step a batch.
+    assert "--trainer.max_steps=12500" in learning_study.command(shorter, "sync", 0, resume=False)
+    assert "--trainer.max_steps=25000" in learning_study.command(study, "sync", 0, resume=False)
+
+
+def test_the_sb3_cell_trains_the_recipes_a2c_settings():
+    """SB3's A2C gets the Pong A2C recipe's settings, on the ALE game of baselines' benchmark;
+    a recipe that is not baselines' A2C is refused rather than trained otherwise."""
+    args = yaml.safe_load((ROOT / "recipes/atari/pong_a2c.yaml").read_text())["model"]["init_args"]
+    settings = sb3_atari_a2c.A2CSettings.from_module_args(args)
+    assert (settings.num_envs, settings.n_steps, settings.lr) == (16, 5, 0.0007)
+    assert (settings.lr_decay_steps, settings.gae_lambda, settings.value_coef) == (10**7, 1.0, 0.5)
+    assert (settings.entropy_coef, settings.max_grad_norm, settings.gamma) == (0.01, 0.5, 0.99)
+    assert sb3_atari_a2c.gymnasium_id(args["env_id"]) == "PongNoFrameskip-v4"
+    with pytest.raises(SystemExit, match="TF's RMSprop"):
+        sb3_atari_a2c.A2CSettings.from_module_args({**args, "optimizer": "adam"})

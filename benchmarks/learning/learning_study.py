@@ -15,8 +15,11 @@ steps, wall seconds of training, the mean raw return of the last 20 episodes) an
 and wall seconds beside its anchors (``benchmarks/results/learning/anchors.csv``, with their
 citations) and prints a table at the anchors' steps.
 
-Two cells run outside ``hts-rl``: ``--variants cleanrl`` (CleanRL's script from a checkout)
-and ``--variants plain`` (a PPO envpool recipe as a single-file loop, ``plain_ppo.train``).
+Three cells run outside ``hts-rl``: ``--variants cleanrl`` (CleanRL's script from a
+checkout), ``--variants plain`` (a PPO envpool recipe as a single-file loop,
+``plain_ppo.train``) and ``--variants sb3`` (an Atari A2C recipe's settings in
+Stable-Baselines3's A2C on gymnasium's ALE, ``sb3_atari_a2c.train``). ``run --steps N`` trains
+new cells to N agent steps instead of the study's length (a cell that would not fit a session).
 
     python -m benchmarks learning_study run pong_ppo_1m [--variants hts sync] [--seeds 0]
     python -m benchmarks learning_study report pong_ppo_1m
@@ -199,8 +202,9 @@ STUDIES = {
         anchors="pong_a2c",
         note="Pong A2C (16 envs x 5 steps) to 2M agent steps (OpenAI baselines' a2c: 0.0 at 1M, "
         "1.8 at 2M): with Adam and torch's initialization (the recipe before), with "
-        "baselines' optimizer and initialization (the recipe since), and the same without HTS "
-        "(sync: no lag, no delayed gradient).",
+        "baselines' optimizer and initialization (the recipe since), the same without HTS "
+        "(sync: no lag, no delayed gradient), and its settings in Stable-Baselines3's A2C on "
+        "gymnasium's ALE (sb3: another implementation and env stack).",
     ),
     "pong_acktr_2m": Study(
         recipe="recipes/atari/pong_acktr.yaml",
@@ -381,6 +385,28 @@ def run_plain_cell(name: str, study: Study, seed: int) -> None:
     argv, env = benchmark("learning_study", "plain-child", name, str(seed))
     meta = {"command": f"python -m benchmarks learning_study plain-child {name} {seed}"}
     _run_printing_cell(name, study, "plain", seed, argv, env, meta)
+
+
+def run_sb3_cell(name: str, study: Study, seed: int) -> None:
+    """The recipe's A2C settings in Stable-Baselines3's A2C on its own Atari stack
+    (``sb3_atari_a2c.train``): tells a defect of ours from what A2C does on this game."""
+    argv, env = benchmark("learning_study", "sb3-child", name, str(seed), str(study.steps))
+    meta = {"command": f"python -m benchmarks learning_study sb3-child {name} {seed} {study.steps}"}
+    _run_printing_cell(name, study, "sb3", seed, argv, env, meta)
+
+
+def sb3_child(name: str, seed: int, steps: int) -> None:
+    """The process of :func:`run_sb3_cell`."""
+    import yaml
+
+    from benchmarks.common import sb3_atari_a2c
+
+    recipe = yaml.safe_load((ROOT / STUDIES[name].recipe).read_text())
+    args = recipe["model"]["init_args"]
+    if not recipe["model"]["class_path"].endswith(".A2C"):
+        raise SystemExit(f"{name}: the SB3 cell is A2C; {STUDIES[name].recipe} is not")
+    settings = sb3_atari_a2c.A2CSettings.from_module_args(args)
+    sb3_atari_a2c.train(args["env_id"], settings, steps=steps, seed=seed)
 
 
 def _run_printing_cell(
@@ -646,11 +672,16 @@ def main() -> None:
         "numpy<2, tyro, tensorboard; MuJoCo: torch, gymnasium[mujoco]==0.29.1, mujoco<=2.3.3, "
         "numpy<2, tyro, tensorboard)",
     )
+    run.add_argument("--steps", type=int, help="agent steps of new cells (default: the study's)")
     show = sub.add_parser("report", help="the study's table and plot")
     show.add_argument("study", choices=sorted(STUDIES))
     child = sub.add_parser("plain-child", help=argparse.SUPPRESS)
     child.add_argument("study", choices=sorted(STUDIES))
     child.add_argument("seed", type=int)
+    sb3 = sub.add_parser("sb3-child", help=argparse.SUPPRESS)
+    sb3.add_argument("study", choices=sorted(STUDIES))
+    sb3.add_argument("seed", type=int)
+    sb3.add_argument("steps", type=int)
     args = parser.parse_args()
     if args.list or args.verb is None:
         for name, study in STUDIES.items():
@@ -660,10 +691,15 @@ def main() -> None:
     if args.verb == "plain-child":
         plain_child(args.study, args.seed)
         return
+    if args.verb == "sb3-child":
+        sb3_child(args.study, args.seed, args.steps)
+        return
     if args.verb == "report":
         draw(args.study)
         print(report(args.study))
         return
+    if args.steps:
+        study = dataclasses.replace(study, steps=args.steps)
     # A SIGTERM stops the cell's run too (it saves last.ckpt), not this process alone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for variant in args.variants or study.variants:
@@ -674,6 +710,8 @@ def main() -> None:
                 )
             elif variant == "plain":
                 run_plain_cell(args.study, study, seed)
+            elif variant == "sb3":
+                run_sb3_cell(args.study, study, seed)
             else:
                 run_cell(args.study, study, variant, seed, args.work)
 
