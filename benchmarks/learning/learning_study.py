@@ -426,7 +426,7 @@ def _run_printing_cell(
         process = subprocess.Popen(
             argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        with (work / "log.txt").open("w") as log:
+        with (work / "log.txt").open("w", buffering=1) as log:  # line by line: progress shows
             for line in process.stdout:
                 log.write(line)
                 if line.startswith("global_step=") and "episodic_return=" in line:
