@@ -84,9 +84,12 @@ def test_a_finished_run_keeps_its_final_state_in_last_ckpt(
     done = checkpoint["hts_progress"]["updates"]
     if updates is not None:
         assert done == updates
-    else:  # stopped by a callback, never at a multiple of the periodic 50
-        assert done % 50 != 0 or done == 0
+    else:
         assert 0 < done < 10000000 // 16
+    if ending == "StopAtReturn":  # deterministic, and off the periodic 50: the check can fail
+        assert done % 50 != 0
+    # max_time stops wherever the clock runs out: on a multiple of 50 once in ~50 runs, where
+    # the periodic checkpoint is the final state too, and the check above still holds.
     _assert_logged_model_acts_as_checkpoint(tmp_path)
 
 
