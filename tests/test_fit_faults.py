@@ -206,7 +206,9 @@ def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_is_exact(
     assert code == 128 + signum, stderr[-3000:]
     assert f"stopped by {signal.Signals(signum).name}" in stderr
     stopped_at = _global_step(checkpoint)
-    assert 50 < stopped_at < 400  # written at the stop, not the periodic one of update 50
+    # At the stop: after the periodic checkpoint of update 50 was read (the stop may land in
+    # the wait right after it, where the periodic checkpoint is the stop's state too).
+    assert 50 <= stopped_at < 400
     # The module's state at the stop, parameters and optimizer included.
     assert_checkpoint_is(torch.load(checkpoint, weights_only=True), torch.load(final_state))
     monkeypatch.delenv("HTS_TEST_FINAL_STATE")
