@@ -160,7 +160,7 @@ STUDIES = {
         frames_per_batch=1024,
         anchors="pong_ppo",
         note="Pong PPO with the anchors' 8 envs x 128 to 2M agent steps (issue 36 item 3; "
-        "OpenAI baselines' ppo2: 17.1 at 2M). The recipe's schedule is over 10M frames, so a "
+        "OpenAI baselines' ppo2: 14.1 at 2M). The recipe's schedule is over 10M frames, so a "
         "cell's first 1M steps are the 1M study's cell of its seed, bit for bit, on the same "
         "CPU.",
     ),
@@ -174,7 +174,7 @@ STUDIES = {
         frames_per_batch=1024,
         anchors="breakout_ppo",
         note="Breakout PPO with the anchors' 8 envs x 128 to 2M agent steps (OpenAI baselines' "
-        "ppo2: 22 at 1M, 48 at 2M), trained as the anchors train (a life lost ends the "
+        "ppo2: 22.0 at 1M, 46.8 at 2M), trained as the anchors train (a life lost ends the "
         "training episode, FIRE after each reset) and scored as they score: whole games.",
     ),
     "pong_a2c_2m": Study(
@@ -200,8 +200,8 @@ STUDIES = {
         optimizer_steps_per_batch=1,
         frames_per_batch=80,
         anchors="pong_a2c",
-        note="Pong A2C (16 envs x 5 steps) to 2M agent steps (OpenAI baselines' a2c: 0.0 at 1M, "
-        "1.8 at 2M): with Adam and torch's initialization (the recipe before), with "
+        note="Pong A2C (16 envs x 5 steps) to 2M agent steps (OpenAI baselines' a2c: -20.1 at "
+        "1M, -16.5 at 2M): with Adam and torch's initialization (the recipe before), with "
         "baselines' optimizer and initialization (the recipe since), the same without HTS "
         "(sync: no lag, no delayed gradient), and its settings in Stable-Baselines3's A2C on "
         "gymnasium's ALE (sb3: another implementation and env stack).",
@@ -215,7 +215,7 @@ STUDIES = {
         frames_per_batch=320,
         anchors="pong_acktr",
         note="Pong ACKTR (16 envs x 20 steps, baselines' K-FAC settings) to 2M agent steps "
-        "(OpenAI baselines' acktr: 2.4 at 1M, 16.4 at 2M).",
+        "(OpenAI baselines' acktr: -15.3 at 1M, 12.4 at 2M).",
     ),
 }
 

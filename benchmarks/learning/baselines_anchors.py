@@ -1,0 +1,122 @@
+"""OpenAI baselines' Atari 10M curves read off their published page, at chosen agent steps.
+
+``benchmarks_atari10M.htm`` (openai/baselines, repository root) holds a table and one
+matplotlib SVG per game, each the mean over 6 runs of every algorithm's episode return against
+agent steps (10M, frame skip 4). The page has no data file: this reads the curves' points from
+the SVG paths, maps pixels to values by the axes' tick marks, and interpolates at the steps
+asked for. The curves are drawn in the table's row order, one colour each (checked on the page:
+the three algorithms at 0.0 in the table's Enduro column are the three flat lines at 0).
+``anchors.csv`` takes its baselines rows from this output.
+
+    python -m benchmarks baselines_anchors <openai/baselines checkout or git dir or the .htm>
+        [--games Pong Breakout] [--steps 1000000 2000000 3000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import re
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+PAGE = "benchmarks_atari10M.htm"
+_SVG = "{http://www.w3.org/2000/svg}"
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?(e-?\d+)?$")
+_POINT = re.compile(r"[ML] (-?[\d.]+) (-?[\d.]+)")
+
+
+def read_page(source: Path) -> str:
+    """The page's text from a checkout of openai/baselines, its git directory, or the file."""
+    if source.is_file():
+        return source.read_text()
+    if (source / PAGE).is_file():
+        return (source / PAGE).read_text()
+    return subprocess.run(
+        ["git", "-C", str(source), "show", f"HEAD:{PAGE}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def algorithms(page: str) -> list[str]:
+    """The table's algorithms, in its row order (the first cell of each row but the header)."""
+    table = page[page.index("<table") : page.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
+    return [re.sub(r"<.*?>", "", re.search(r"<t[dh][^>]*>(.*?)</t[dh]>", r, re.S)[1]).strip()
+            for r in rows]  # fmt: skip
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace("\u2212", "-")  # matplotlib writes a true minus sign
+    return float(text) if _NUMBER.match(text) else None
+
+
+def _ticks(svg: ElementTree.Element, axis: str) -> list[tuple[float, float]]:
+    """(pixel, value) of each labelled tick of ``axis`` ("x" or "y"), from its grid line."""
+    ticks = []
+    for group in svg.iter(f"{_SVG}g"):
+        if not re.fullmatch(f"{axis}tick_\\d+", group.get("id", "")):
+            continue
+        x, y = map(float, _POINT.search(group.find(f".//{_SVG}path").get("d")).groups())
+        value = _number("".join(group.find(f".//{_SVG}text").itertext()))
+        if value is not None:
+            ticks.append((x if axis == "x" else y, value))
+    return ticks
+
+
+def _scale(ticks: list[tuple[float, float]]):
+    (p0, v0), (p1, v1) = ticks[0], ticks[-1]
+    return lambda pixel: v0 + (pixel - p0) * (v1 - v0) / (p1 - p0)
+
+
+def curves(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """{game: {algorithm: [(agent steps, mean return), ...]}} for every plot of the page."""
+    names = algorithms(page)
+    found = {}
+    for chunk in re.findall(r"<svg.*?</svg>", page, re.S):
+        svg = ElementTree.fromstring(chunk)
+        texts = ["".join(t.itertext()).strip() for t in svg.iter(f"{_SVG}text")]
+        # The x axis's offset ("1e7") multiplies its tick labels; the title is the other text.
+        offset = next((float(t) for t in texts if re.fullmatch(r"1e\d+", t)), 1.0)
+        (game,) = [t for t in texts if _number(t) is None and not re.fullmatch(r"1e\d+", t)]
+        to_x, to_y = _scale(_ticks(svg, "x")), _scale(_ticks(svg, "y"))
+        lines = []
+        for path in svg.iter(f"{_SVG}path"):
+            style = path.get("style", "").replace(" ", "")  # newer matplotlib spaces it
+            points = _POINT.findall(path.get("d", ""))
+            # A curve: an unfilled coloured line of many points (grid lines have two).
+            if "fill:none" in style and "stroke:#" in style and len(points) > 10:
+                lines.append([(to_x(float(x)) * offset, to_y(float(y))) for x, y in points])
+        if len(lines) != len(names):
+            raise ValueError(f"{game}: {len(lines)} curves for {len(names)} algorithms {names}")
+        found[game] = dict(zip(names, lines, strict=True))
+    return found
+
+
+def value_at(curve: list[tuple[float, float]], steps: float) -> float:
+    """The curve's return at ``steps``, linearly between its two nearest points."""
+    xs = [x for x, _ in curve]
+    i = min(max(bisect.bisect_left(xs, steps), 1), len(xs) - 1)
+    (x0, y0), (x1, y1) = curve[i - 1], curve[i]
+    return y0 + (steps - x0) * (y1 - y0) / (x1 - x0)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("source", type=Path, help=f"a checkout of openai/baselines or {PAGE}")
+    parser.add_argument("--games", nargs="+", default=["Pong", "Breakout"])
+    parser.add_argument("--steps", nargs="+", type=int, default=[1_000_000, 2_000_000, 3_000_000])
+    args = parser.parse_args(argv)
+    plots = curves(read_page(args.source))
+    print("game,algorithm," + ",".join(str(s) for s in args.steps))
+    for game in args.games:
+        for name, curve in plots[game].items():
+            values = ",".join(f"{value_at(curve, s):.1f}" for s in args.steps)
+            print(f"{game},{name},{values}")
+
+
+if __name__ == "__main__":
+    main()
