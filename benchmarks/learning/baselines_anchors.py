@@ -4,9 +4,9 @@
 matplotlib SVG per game, each the mean over 6 runs of every algorithm's episode return against
 agent steps (10M, frame skip 4). The page has no data file: this reads the curves' points from
 the SVG paths, maps pixels to values by the axes' tick marks, and interpolates at the steps
-asked for. The curves are drawn in the table's row order, one colour each (checked on the page:
-the three algorithms at 0.0 in the table's Enduro column are the three flat lines at 0).
-``anchors.csv`` takes its baselines rows from this output.
+asked for. Each curve is the algorithm whose colour swatch in the table has the curve's colour
+(on the page: the three algorithms at 0.0 in the table's Enduro column are its three flat lines
+at 0). ``anchors.csv`` takes its baselines rows from this output.
 
     python -m benchmarks baselines_anchors <openai/baselines checkout or git dir or the .htm>
         [--games Pong Breakout] [--steps 1000000 2000000 3000000]
@@ -41,12 +41,17 @@ def read_page(source: Path) -> str:
     ).stdout
 
 
-def algorithms(page: str) -> list[str]:
-    """The table's algorithms, in its row order (the first cell of each row but the header)."""
+def algorithms(page: str) -> dict[str, str]:
+    """The table's algorithms by the colour of their swatch (``#rrggbb``), in its row order."""
     table = page[page.index("<table") : page.index("</table>")]
-    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
-    return [re.sub(r"<.*?>", "", re.search(r"<t[dh][^>]*>(.*?)</t[dh]>", r, re.S)[1]).strip()
-            for r in rows]  # fmt: skip
+    found = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]:
+        name = re.sub(r"<.*?>", "", re.search(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)[1])
+        rgb = re.search(r"background-color:\s*rgba?\((\d+),\s*(\d+),\s*(\d+)", row)
+        if rgb is None:
+            raise ValueError(f"the table's row of {name.strip()!r} has no colour swatch")
+        found["#{:02x}{:02x}{:02x}".format(*map(int, rgb.groups()))] = name.strip()
+    return found
 
 
 def _number(text: str) -> float | None:
@@ -75,7 +80,7 @@ def _scale(ticks: list[tuple[float, float]]):
 def curves(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """{game: {algorithm: [(agent steps, mean return), ...]}} for every plot of the page."""
     names = algorithms(page)
-    found = {}
+    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for chunk in re.findall(r"<svg.*?</svg>", page, re.S):
         svg = ElementTree.fromstring(chunk)
         texts = ["".join(t.itertext()).strip() for t in svg.iter(f"{_SVG}text")]
@@ -83,22 +88,27 @@ def curves(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
         offset = next((float(t) for t in texts if re.fullmatch(r"1e\d+", t)), 1.0)
         (game,) = [t for t in texts if _number(t) is None and not re.fullmatch(r"1e\d+", t)]
         to_x, to_y = _scale(_ticks(svg, "x")), _scale(_ticks(svg, "y"))
-        lines = []
+        found[game] = {}
         for path in svg.iter(f"{_SVG}path"):
             style = path.get("style", "").replace(" ", "")  # newer matplotlib spaces it
             points = _POINT.findall(path.get("d", ""))
-            # A curve: an unfilled coloured line of many points (grid lines have two).
-            if "fill:none" in style and "stroke:#" in style and len(points) > 10:
-                lines.append([(to_x(float(x)) * offset, to_y(float(y))) for x, y in points])
-        if len(lines) != len(names):
-            raise ValueError(f"{game}: {len(lines)} curves for {len(names)} algorithms {names}")
-        found[game] = dict(zip(names, lines, strict=True))
+            colour = re.search(r"stroke:(#[0-9a-f]{6})", style)
+            # A curve: an unfilled line of many points in an algorithm's colour (grid lines
+            # have two points; the bands around the curves are filled).
+            if "fill:none" in style and colour and colour[1] in names and len(points) > 10:
+                curve = [(to_x(float(x)) * offset, to_y(float(y))) for x, y in points]
+                found[game][names[colour[1]]] = curve
+        if len(found[game]) != len(names):
+            missing = sorted(set(names.values()) - set(found[game]))
+            raise ValueError(f"{game}: no curve in the colour of {missing}")
     return found
 
 
 def value_at(curve: list[tuple[float, float]], steps: float) -> float:
     """The curve's return at ``steps``, linearly between its two nearest points."""
     xs = [x for x, _ in curve]
+    if not xs[0] <= steps <= xs[-1]:
+        raise ValueError(f"{steps} agent steps is outside the curve ({xs[0]:.0f}-{xs[-1]:.0f})")
     i = min(max(bisect.bisect_left(xs, steps), 1), len(xs) - 1)
     (x0, y0), (x1, y1) = curve[i - 1], curve[i]
     return y0 + (steps - x0) * (y1 - y0) / (x1 - x0)
