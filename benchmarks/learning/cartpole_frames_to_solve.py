@@ -113,7 +113,8 @@ def main(argv=None) -> None:
             rows.append(row)
     records.write(
         f"cartpole_seeds_{args.recipe.stem}" + ("_hold" if args.hold else ""),
-        title=f"{args.recipe.stem}: frames to a mean return of {args.target:g}, per seed",
+        title=f"{args.recipe.stem}: frames to a mean return of {args.target:g}, per seed"
+        + (", every frame of the budget trained" if args.hold else ""),
         claim="learning",
         tables=[{"columns": ["seed", f"frames to {args.target:g}", "best mean return"]
                  + (["lowest mean, last 10% of frames"] if args.hold else []) + ["seconds"],

@@ -81,7 +81,8 @@ def main(argv=None) -> None:
     )
     records.write(
         f"long_run_estimate_{Path(args.recipe).stem}{overrides}",
-        title=f"How long a long run of {Path(args.recipe).name} takes here",
+        title=f"How long a long run of {Path(args.recipe).name} takes here"
+        + "".join(f", {o.removeprefix('--model.init_args.')}" for o in args.set),
         claim="probes",
         tables=[{"columns": ["frames", "hours at the steady rate"],
                  "rows": [[f"{f:,.0f}", f"{f / rate / 3600:.1f}"] for f in args.frames]}],
