@@ -85,3 +85,20 @@ def test_the_sb3_cell_trains_the_recipes_a2c_settings():
     assert sb3_atari_a2c.gymnasium_id(args["env_id"]) == "PongNoFrameskip-v4"
     with pytest.raises(SystemExit, match="TF's RMSprop"):
         sb3_atari_a2c.A2CSettings.from_module_args({**args, "optimizer": "adam"})
+
+
+def test_the_report_shows_a_shorter_cell_at_its_end(tmp_path, monkeypatch):
+    """A cell trained to fewer steps than its study (``run --steps``) gets a column at its end,
+    where its value is read; a full-length cell reads '-' nowhere it has data."""
+    monkeypatch.setattr(learning_study, "RESULTS", tmp_path)
+    (tmp_path / "football_run_to_score").mkdir()
+    for cell, last in (("short_seed0", 301_056), ("full_seed0", 800_768)):
+        rows = [(step, step / 200, step / 1_000_000) for step in range(2048, last + 1, 2048)]
+        learning_study._write_record(
+            "football_run_to_score", cell, rows, {"command": "fit"}, seconds=1.0, load=(0.0,)
+        )
+    table = learning_study.report("football_run_to_score").splitlines()
+    assert "| cell | 300,000 steps | 400,000 steps | 800,000 steps |" in table
+    # the last update at or before each column: 299,008 and 399,360 agent steps
+    assert "| short_seed0 | 0.3 | - | - |" in table
+    assert "| full_seed0 | 0.3 | 0.4 | 0.8 |" in table

@@ -628,7 +628,13 @@ def report(name: str, *, images: str = "plots/", heading: str = "###") -> str:
     study = STUDIES[name]
     curves = {p.stem: _curve(p) for p in sorted((RESULTS / name).glob("*.csv"))}
     anchors = load_anchors(study.anchors)
-    steps = sorted({int(a["agent_steps"]) for a in anchors} | {study.steps // 2, study.steps})
+    # A cell trained shorter than the study (``run --steps N``) is shown at its end too.
+    ends = {rows[-1][0] // 50_000 * 50_000 for rows in curves.values()}
+    steps = sorted(
+        {int(a["agent_steps"]) for a in anchors}
+        | {study.steps // 2, study.steps}
+        | {end for end in ends if 0 < end < study.steps}
+    )
     lines = [f"{heading} Learning study `{name}`", "", study.note, ""]
     header = "| cell | " + " | ".join(f"{s:,} steps" for s in steps) + " |"
     lines += [header, "|" + " --- |" * (len(steps) + 1)]
