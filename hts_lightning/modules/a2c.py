@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.objectives import A2CLoss
 
+from hts_lightning.modules.a2c_loss import SharedTrunkA2CLoss
 from hts_lightning.modules.on_policy import OnPolicyModule
 
 __all__ = ["A2C"]
@@ -30,13 +30,12 @@ class A2C(OnPolicyModule):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.use_loss(
-            A2CLoss(
+            SharedTrunkA2CLoss(
                 self.actor,
                 self.critic_head,
                 entropy_coeff=self.hparams.entropy_coef,
                 critic_coeff=self.hparams.value_coef,
                 loss_critic_type="l2",
-                functional=False,  # the modules' own parameters: no per-call parameter swap
             )
         )
 
