@@ -194,6 +194,12 @@ STUDIES = {
             # baselines' a2c without HTS: TorchRL's synchronous collector and the gradient at
             # the parameters it updates (rules the lag and the delayed gradient in or out)
             "sync": ("--model.init_args.collector=sync", "--model.init_args.gradient_mode=current"),
+            # the recipe once the value loss reaches the shared trunk (SharedTrunkA2CLoss; the
+            # cells above ran TorchRL's A2CLoss, whose value loss trained the value head only)
+            "recipe": (),
+            # the same with PyTorch's RMSprop (its running square starts at 0), whose A2C
+            # learned Pong faster than TensorFlow's in Officium/RL-Experiments' plots
+            "torch_rmsprop": ("--model.init_args.optimizer=rmsprop",),
         },
         seeds=(0,),
         steps=2_000_000,
@@ -204,7 +210,9 @@ STUDIES = {
         "1M, -16.5 at 2M): with Adam and torch's initialization (the recipe before), with "
         "baselines' optimizer and initialization (the recipe since), the same without HTS "
         "(sync: no lag, no delayed gradient), and its settings in Stable-Baselines3's A2C on "
-        "gymnasium's ALE (sb3: another implementation and env stack).",
+        "gymnasium's ALE (sb3: another implementation and env stack). Those cells ran with "
+        "TorchRL's A2CLoss, whose value loss did not reach the shared trunk; recipe: the "
+        "recipe with the value loss reaching it (SharedTrunkA2CLoss).",
     ),
     "pong_acktr_2m": Study(
         recipe="recipes/atari/pong_acktr.yaml",

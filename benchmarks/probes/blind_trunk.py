@@ -2,7 +2,8 @@
 
 A policy whose trunk features no longer vary with the observation acts the same everywhere:
 its entropy stays at the maximum and it cannot learn, however long it trains (the Pong A2C
-recipe under Adam: -20.1 at 900k agent steps, entropy ln 6). For each configuration (the
+recipe under Adam, when its value loss did not reach the trunk: -20.1 at 900k agent steps,
+entropy ln 6). For each configuration (the
 recipe with ``K=V`` overrides of its model arguments) this fits the recipe's module for
 ``--updates`` updates from the same seed under the shared CPU lock and, at 1/8, 1/4, 1/2 and
 all of them, measures the trunk's features on the same 400 frames of a random policy: the
