@@ -1,4 +1,5 @@
-"""A2C on the shared on-policy skeleton, with TorchRL's A2CLoss."""
+"""A2C on the shared on-policy skeleton, with TorchRL's A2CLoss (its value loss reaching a
+shared trunk)."""
 
 from __future__ import annotations
 

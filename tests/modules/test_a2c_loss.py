@@ -90,3 +90,17 @@ def test_the_modules_value_loss_reaches_their_shared_trunk(algorithm):
     losses["loss_critic"].backward()
     trunk = list(module.model.module[0].parameters())
     assert len(trunk) == 4 and all(p.grad.abs().sum() > 0 for p in trunk)
+
+
+def test_torchrls_own_a2c_loss_still_leaves_a_shared_trunk_out():
+    """Why SharedTrunkA2CLoss exists: TorchRL's A2CLoss gives a critic head on a shared trunk
+    the batch's stored features, so its value loss gives the trunk no gradient. When this
+    fails, TorchRL feeds the head the actor's pass and the subclass can go."""
+    torch.manual_seed(0)
+    env = make_gym_env("CartPole-v1")
+    model = make_actor_critic(env.observation_spec, env.action_spec, shared_trunk=True)
+    loss = A2CLoss(
+        model.get_policy_operator(), model.get_value_head(), critic_coeff=0.5, functional=False
+    )
+    _grads(loss, _batch(model), term="loss_critic")
+    assert all(p.grad is None for p in model.module[0].parameters())
