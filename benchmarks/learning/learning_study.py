@@ -214,6 +214,25 @@ STUDIES = {
         "TorchRL's A2CLoss, whose value loss did not reach the shared trunk; recipe: the "
         "recipe with the value loss reaching it (SharedTrunkA2CLoss).",
     ),
+    "pong_a2c_8envs_1m": Study(
+        recipe="recipes/atari/pong_a2c.yaml",
+        variants={
+            # Officium/RL-Experiments' PyTorch A2C (8 envs x 5 steps, Adam at 7e-4, eps 1e-5,
+            # orthogonal initialization), whose plot reads -14.4 at 1M agent steps
+            "adam": ("--model.init_args.num_envs=8", "--model.init_args.optimizer=adam"),
+            # the recipe's TensorFlow RMSprop on the same 8 envs
+            "recipe": ("--model.init_args.num_envs=8",),
+        },
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=1,
+        frames_per_batch=40,
+        anchors="pong_a2c",
+        note="Pong A2C on 8 envs x 5 steps (the setting of Officium/RL-Experiments' PyTorch "
+        "A2C, whose plots read -14.4 at 1M agent steps with Adam and -13.7 with PyTorch's "
+        "RMSprop, where its TensorFlow-baselines curve reads -20.1) to 1M agent steps: with Adam "
+        "and with the recipe's TensorFlow RMSprop (OpenAI baselines' a2c: -20.1 at 1M).",
+    ),
     "pong_acktr_2m": Study(
         recipe="recipes/atari/pong_acktr.yaml",
         variants={"recipe": ()},
