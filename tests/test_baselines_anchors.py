@@ -24,6 +24,8 @@ CURVES = {  # game -> algorithm -> return at s agent steps, curved so that neigh
     },
     "Breakout": {"ppo2": lambda s: 3e-5 * s + 20 * math.sin(s / 1e6), "a2c": lambda s: 5.0},
 }
+#: The half-width of the band drawn around each curve, widening with the steps as the runs part.
+HALF_WIDTH = {"ppo2": lambda s: 0.5 + s / 1e6, "a2c": lambda s: 0.2 + 0.1 * math.cos(s / 5e5)}
 
 
 def _row(name: str) -> str:
@@ -42,6 +44,9 @@ def _page(rows: list[str]) -> str:
             for name, curve in curves.items():
                 colour = "#{:02x}{:02x}{:02x}".format(*COLOURS[name])
                 axes.plot(STEPS, [curve(s) for s in STEPS], color=colour)
+                middle = numpy.array([curve(s) for s in STEPS])
+                half = numpy.array([HALF_WIDTH[name](s) for s in STEPS])
+                axes.fill_between(STEPS, middle - half, middle + half, color=colour, alpha=0.3)
             axes.set_title(game)
             axes.grid(True)
             svg = io.StringIO()
@@ -66,6 +71,25 @@ def test_each_curve_is_read_back_as_its_swatchs_algorithm_between_its_points(tmp
                 drawn = numpy.interp(steps, STEPS, [curve(s) for s in STEPS])
                 read = baselines_anchors.value_at(plots[game][name], steps)
                 assert read == pytest.approx(drawn, abs=1e-3 * span), (game, name, steps)
+
+
+def test_each_band_is_read_back_around_its_curve_as_low_and_high_at_the_steps():
+    page = _page([_row("a2c"), _row("ppo2")])
+    shaded = baselines_anchors.bands(page)
+    for game, curves in CURVES.items():
+        assert sorted(shaded[game]) == ["a2c", "ppo2"]
+        values = [c(s) for c in curves.values() for s in STEPS]
+        span = max(values) - min(values)
+        for name, curve in curves.items():
+            middle = [curve(s) for s in STEPS]
+            half = [HALF_WIDTH[name](s) for s in STEPS]
+            for steps in (1_000_000, 2_050_000, 3_333_333):
+                low = numpy.interp(steps, STEPS, numpy.subtract(middle, half))
+                high = numpy.interp(steps, STEPS, numpy.add(middle, half))
+                read = baselines_anchors.band_at(shaded[game][name], steps)
+                assert read == pytest.approx((low, high), abs=1e-3 * span), (game, name, steps)
+    with pytest.raises(ValueError, match="outside the band"):
+        baselines_anchors.band_at(shaded["Pong"]["a2c"], 10_500_000)
 
 
 def test_steps_off_the_curve_and_a_page_whose_plots_lack_an_algorithm_are_refused():

@@ -6,10 +6,12 @@ agent steps (10M, frame skip 4). The page has no data file: this reads the curve
 the SVG paths, maps pixels to values by the axes' tick marks, and interpolates at the steps
 asked for. Each curve is the algorithm whose colour swatch in the table has the curve's colour
 (on the page: the three algorithms at 0.0 in the table's Enduro column are its three flat lines
-at 0). ``anchors.csv`` takes its baselines rows from this output.
+at 0). ``anchors.csv`` takes its baselines rows from this output. ``--bands`` adds the shaded
+band drawn around each curve at those steps (the page does not say whether it is the 6 runs'
+standard deviation or their standard error): how far apart the runs were.
 
     python -m benchmarks baselines_anchors <openai/baselines checkout or git dir or the .htm>
-        [--games Pong Breakout] [--steps 1000000 2000000 3000000]
+        [--games Pong Breakout] [--steps 1000000 2000000 3000000] [--bands]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ PAGE = "benchmarks_atari10M.htm"
 _SVG = "{http://www.w3.org/2000/svg}"
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?(e-?\d+)?$")
 _POINT = re.compile(r"[ML] (-?[\d.]+) (-?[\d.]+)")
+_XLINK = "{http://www.w3.org/1999/xlink}href"
 
 
 def read_page(source: Path) -> str:
@@ -72,22 +75,27 @@ def _ticks(svg: ElementTree.Element, axis: str) -> list[tuple[float, float]]:
     return ticks
 
 
-def _scale(ticks: list[tuple[float, float]]):
+def _scale(ticks: list[tuple[float, float]], factor: float = 1.0):
     (p0, v0), (p1, v1) = ticks[0], ticks[-1]
-    return lambda pixel: v0 + (pixel - p0) * (v1 - v0) / (p1 - p0)
+    return lambda pixel: (v0 + (pixel - p0) * (v1 - v0) / (p1 - p0)) * factor
 
 
-def curves(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """{game: {algorithm: [(agent steps, mean return), ...]}} for every plot of the page."""
-    names = algorithms(page)
-    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
+def _plots(page: str):
+    """(game, svg, pixel -> agent steps, pixel -> return) for every plot of the page."""
     for chunk in re.findall(r"<svg.*?</svg>", page, re.S):
         svg = ElementTree.fromstring(chunk)
         texts = ["".join(t.itertext()).strip() for t in svg.iter(f"{_SVG}text")]
         # The x axis's offset ("1e7") multiplies its tick labels; the title is the other text.
         offset = next((float(t) for t in texts if re.fullmatch(r"1e\d+", t)), 1.0)
         (game,) = [t for t in texts if _number(t) is None and not re.fullmatch(r"1e\d+", t)]
-        to_x, to_y = _scale(_ticks(svg, "x")), _scale(_ticks(svg, "y"))
+        yield game, svg, _scale(_ticks(svg, "x"), offset), _scale(_ticks(svg, "y"))
+
+
+def curves(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """{game: {algorithm: [(agent steps, mean return), ...]}} for every plot of the page."""
+    names = algorithms(page)
+    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for game, svg, to_x, to_y in _plots(page):
         found[game] = {}
         for path in svg.iter(f"{_SVG}path"):
             style = path.get("style", "").replace(" ", "")  # newer matplotlib spaces it
@@ -96,12 +104,47 @@ def curves(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
             # A curve: an unfilled line of many points in an algorithm's colour (grid lines
             # have two points; the bands around the curves are filled).
             if "fill:none" in style and colour and colour[1] in names and len(points) > 10:
-                curve = [(to_x(float(x)) * offset, to_y(float(y))) for x, y in points]
+                curve = [(to_x(float(x)), to_y(float(y))) for x, y in points]
                 found[game][names[colour[1]]] = curve
         if len(found[game]) != len(names):
             missing = sorted(set(names.values()) - set(found[game]))
             raise ValueError(f"{game}: no curve in the colour of {missing}")
     return found
+
+
+def bands(page: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """{game: {algorithm: the outline of the band around its curve, [(agent steps, return),
+    ...]}}. matplotlib draws a band as a filled path defined once and placed by a ``<use>``
+    element at an offset."""
+    names = algorithms(page)
+    found: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for game, svg, to_x, to_y in _plots(page):
+        placed = {
+            use.get(_XLINK).lstrip("#"): (float(use.get("x", 0)), float(use.get("y", 0)))
+            for use in svg.iter(f"{_SVG}use")
+            if re.search(r"fill:#[0-9a-f]{6}", use.get("style", "").replace(" ", ""))
+        }
+        found[game] = {}
+        for path in svg.iter(f"{_SVG}path"):
+            colour = re.search(r"stroke:(#[0-9a-f]{6})", path.get("style", "").replace(" ", ""))
+            if path.get("id") in placed and colour and colour[1] in names:
+                dx, dy = placed[path.get("id")]
+                outline = _POINT.findall(path.get("d", ""))
+                band = [(to_x(float(x) + dx), to_y(float(y) + dy)) for x, y in outline]
+                found[game][names[colour[1]]] = band
+    return found
+
+
+def band_at(band: list[tuple[float, float]], steps: float) -> tuple[float, float]:
+    """The band's (lowest, highest) return at ``steps``: where its outline crosses them."""
+    crossings = [
+        y0 + (steps - x0) * (y1 - y0) / (x1 - x0)
+        for (x0, y0), (x1, y1) in zip(band, band[1:] + band[:1], strict=True)
+        if x0 != x1 and min(x0, x1) <= steps <= max(x0, x1)
+    ]
+    if not crossings:
+        raise ValueError(f"{steps} agent steps is outside the band")
+    return min(crossings), max(crossings)
 
 
 def value_at(curve: list[tuple[float, float]], steps: float) -> float:
@@ -119,13 +162,20 @@ def main(argv=None) -> None:
     parser.add_argument("source", type=Path, help=f"a checkout of openai/baselines or {PAGE}")
     parser.add_argument("--games", nargs="+", default=["Pong", "Breakout"])
     parser.add_argument("--steps", nargs="+", type=int, default=[1_000_000, 2_000_000, 3_000_000])
+    parser.add_argument("--bands", action="store_true", help="add each curve's band (low..high)")
     args = parser.parse_args(argv)
-    plots = curves(read_page(args.source))
+    page = read_page(args.source)
+    plots, shaded = curves(page), bands(page) if args.bands else {}
     print("game,algorithm," + ",".join(str(s) for s in args.steps))
     for game in args.games:
         for name, curve in plots[game].items():
-            values = ",".join(f"{value_at(curve, s):.1f}" for s in args.steps)
-            print(f"{game},{name},{values}")
+            cells = []
+            for steps in args.steps:
+                cell = f"{value_at(curve, steps):.1f}"
+                if name in shaded.get(game, {}):
+                    cell += " ({:.1f}..{:.1f})".format(*band_at(shaded[game][name], steps))
+                cells.append(cell)
+            print(f"{game},{name}," + ",".join(cells))
 
 
 if __name__ == "__main__":
