@@ -104,3 +104,24 @@ def test_an_env_error_leaves_last_ckpt_at_the_last_whole_update(tmp_path, monkey
     assert code == 1
     checkpoint = _assert_last_checkpoint_is_final(tmp_path)
     assert checkpoint["hts_progress"]["updates"] == 52
+
+
+def test_a_run_stopped_by_max_steps_goes_on_from_last_ckpt_with_a_larger_one(tmp_path, monkeypatch):
+    # 61 updates: off the periodic 50, so last.ckpt is the final-state save, not a periodic one.
+    budget = "--model.init_args.total_frames=100000"
+    (tmp_path / "whole").mkdir()
+    assert _fit(tmp_path / "whole", monkeypatch, budget, "--trainer.max_steps=83") == 0
+    uninterrupted = RecordFinalState.final
+
+    (tmp_path / "extended").mkdir()
+    assert _fit(tmp_path / "extended", monkeypatch, budget, "--trainer.max_steps=61") == 0
+    assert RecordFinalState.final["updates"] == 61
+    code = _fit(
+        tmp_path / "extended", monkeypatch, budget, "--trainer.max_steps=83", "--ckpt_path=last"
+    )
+    assert code == 0
+    assert RecordFinalState.final is not None, "the resumed run ended without an update"
+    assert RecordFinalState.final["updates"] == 83
+    extended = _assert_last_checkpoint_is_final(tmp_path / "extended")
+    for name, value in extended["state_dict"].items():
+        assert torch.equal(value, uninterrupted["state_dict"][name]), f"{name} differs"

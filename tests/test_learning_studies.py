@@ -102,3 +102,21 @@ def test_the_report_shows_a_shorter_cell_at_its_end(tmp_path, monkeypatch):
     # the last update at or before each column: 299,008 and 399,360 agent steps
     assert "| short_seed0 | 0.3 | - | - |" in table
     assert "| full_seed0 | 0.3 | 0.4 | 0.8 |" in table
+
+
+def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
+    """``run --steps 1000000`` then ``run`` (2M): the second goes on from the first's
+    last.ckpt; a cell recorded to its steps, or without its checkpoint here, is left."""
+    monkeypatch.setattr(learning_study, "RESULTS", tmp_path / "results")
+    (tmp_path / "results" / "pong_a2c_2m").mkdir(parents=True)
+    rows = [(step, step / 500, -20.0) for step in range(80, 1_000_001, 80)]
+    learning_study._write_record(
+        "pong_a2c_2m", "recipe_seed0", rows, {"command": "fit"}, seconds=1.0, load=(0.0,)
+    )
+    folder = tmp_path / "work" / "pong_a2c_2m" / "recipe_seed0"
+    assert not learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)
+    (folder / "runs" / "1" / "abc" / "checkpoints").mkdir(parents=True)
+    (folder / "runs" / "1" / "abc" / "checkpoints" / "last.ckpt").touch()
+    assert learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)
+    assert not learning_study.extends("pong_a2c_2m", "recipe_seed0", 1_000_000, folder)
+    assert not learning_study.extends("pong_a2c_2m", "sync_seed0", 2_000_000, folder)

@@ -19,7 +19,8 @@ Three cells run outside ``hts-rl``: ``--variants cleanrl`` (CleanRL's script fro
 checkout), ``--variants plain`` (a PPO envpool recipe as a single-file loop,
 ``plain_ppo.train``) and ``--variants sb3`` (an Atari A2C recipe's settings in
 Stable-Baselines3's A2C on gymnasium's ALE, ``sb3_atari_a2c.train``). ``run --steps N`` trains
-new cells to N agent steps instead of the study's length (a cell that would not fit a session).
+new cells to N agent steps instead of the study's length (a cell that would not fit a session);
+a later ``run`` to more steps goes on from such a cell's checkpoint, where it is kept.
 
     python -m benchmarks learning_study run pong_ppo_1m [--variants hts sync] [--seeds 0]
     python -m benchmarks learning_study report pong_ppo_1m
@@ -555,11 +556,24 @@ def read_curve(store: Path, metric: str = METRIC) -> list[tuple[int, float, floa
     return rows
 
 
+def extends(name: str, cell: str, steps: int, folder: Path) -> bool:
+    """Whether a recorded cell ended short of ``steps`` (``run --steps N`` trained it) and its
+    checkpoint is here: then ``run`` goes on from it and records the longer curve."""
+    record = RESULTS / name / f"{cell}.csv"
+    if not record.exists() or not any(folder.glob("runs/**/last.ckpt")):
+        return False
+    recorded = _curve(record)[-1][0]
+    if recorded >= steps:
+        return False
+    print(f"{name}/{cell}: recorded to {recorded:,} steps, going on to {steps:,}", flush=True)
+    return True
+
+
 def run_cell(name: str, study: Study, variant: str, seed: int, work: Path) -> None:
     cell = cell_name(variant, seed)
-    if _recorded(name, cell):
-        return
     folder = work / name / cell
+    if not extends(name, cell, study.steps, folder) and _recorded(name, cell):
+        return
     folder.mkdir(parents=True, exist_ok=True)
     environ = dict(
         os.environ, PYTHONPATH=str(ROOT), MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db"

@@ -29,7 +29,8 @@ class UpdateCheckpoint(ModelCheckpoint):
     wrote it. An env error, a dead worker or a batch timeout, raised between updates, leave
     ``last.ckpt`` at the last whole update too (one process; under DDP the other ranks are
     stopped in a collective, and the periodic checkpoint is the last). A stop signal's
-    checkpoint is :class:`~hts_lightning.callbacks.StopOnSignal`'s.
+    checkpoint is :class:`~hts_lightning.callbacks.StopOnSignal`'s. A run that ended before its
+    ``total_frames`` goes on from its ``last.ckpt`` when resumed with a larger ``max_steps``.
 
     Example:
         >>> UpdateCheckpoint(every_n_updates=50, save_last=True).every_n_updates
@@ -52,6 +53,11 @@ class UpdateCheckpoint(ModelCheckpoint):
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
             if self.save_last:
                 self._last_saved_at = trainer.global_step
+        elif _stops_after_this_batch(trainer):
+            # Saved here, inside the epoch, rather than at the end of training: a checkpoint
+            # taken after Lightning closed the epoch resumes as finished, so a run stopped by
+            # max_steps could not be extended with a larger one.
+            self._save_final_state(trainer, pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._save_final_state(trainer, pl_module)
@@ -75,3 +81,11 @@ class UpdateCheckpoint(ModelCheckpoint):
         # log_model) takes this one when the run ends.
         for logger in trainer.loggers:
             logger.after_save_checkpoint(self)
+
+
+def _stops_after_this_batch(trainer: Trainer) -> bool:
+    """Whether Lightning ends training after the current batch: ``max_steps`` reached, or a
+    callback's stop (``max_time``'s Timer, an early stop). Checkpoint callbacks run after the
+    others, so a stop set in this batch's hooks is seen here."""
+    max_steps_reached = trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
+    return max_steps_reached or trainer.should_stop
