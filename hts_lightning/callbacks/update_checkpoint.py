@@ -53,10 +53,10 @@ class UpdateCheckpoint(ModelCheckpoint):
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
             if self.save_last:
                 self._last_saved_at = trainer.global_step
-        elif _stops_after_this_batch(trainer):
-            # Saved here, inside the epoch, rather than at the end of training: a checkpoint
-            # taken after Lightning closed the epoch resumes as finished, so a run stopped by
-            # max_steps could not be extended with a larger one.
+        elif _max_steps_reached(trainer):
+            # Saved inside the epoch, not at the end of training: a checkpoint taken after
+            # Lightning closed the epoch resumes as finished, and a larger max_steps could not
+            # extend the run.
             self._save_final_state(trainer, pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -83,9 +83,8 @@ class UpdateCheckpoint(ModelCheckpoint):
             logger.after_save_checkpoint(self)
 
 
-def _stops_after_this_batch(trainer: Trainer) -> bool:
-    """Whether Lightning ends training after the current batch: ``max_steps`` reached, or a
-    callback's stop (``max_time``'s Timer, an early stop). Checkpoint callbacks run after the
-    others, so a stop set in this batch's hooks is seen here."""
-    max_steps_reached = trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
-    return max_steps_reached or trainer.should_stop
+def _max_steps_reached(trainer: Trainer) -> bool:
+    """Whether Lightning ends training after the current batch for ``max_steps``: the same on
+    every rank, so a collective save here cannot leave one rank waiting (a callback's
+    ``should_stop`` may be one rank's alone; its run saves at the end of training)."""
+    return trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
