@@ -36,8 +36,9 @@ def _cell(value) -> str:
 
 def _table(table: dict) -> list[str]:
     columns = table["columns"]
-    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |",
-             "|" + " --- |" * len(columns)]  # fmt: skip
+    lines = [table["caption"], ""] if table.get("caption") else []
+    lines += ["| " + " | ".join(_cell(c) for c in columns) + " |",
+              "|" + " --- |" * len(columns)]  # fmt: skip
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table["rows"]]
     return lines
 

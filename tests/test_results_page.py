@@ -50,7 +50,9 @@ def test_a_markdown_section_becomes_a_record_of_tables_and_text(page_builder, tm
         "### Collection, 2026-12-03", "",
         "- machine: 2 cores", "- command: `python x.py`", "",
         "| env | frames/s |", "|---|---:|", "| pong | 512 |", "| cartpole | 9000 |", "",
-        "HTS is 1.4x the hand loop.",
+        "HTS is 1.4x the hand loop.", "",
+        "**cartpole ppo** (200,000 frames)", "",
+        "| collector | reached |", "|---|---:|", "| hts | 3/3 |",
     ])  # fmt: skip
     records.RESULTS, saved = tmp_path, records.RESULTS
     try:
@@ -59,10 +61,21 @@ def test_a_markdown_section_becomes_a_record_of_tables_and_text(page_builder, tm
         records.RESULTS = saved
     record = json.loads(path.read_text())
     assert record["title"] == "Collection, 2026-12-03"
+    # A paragraph right above a table is its caption, shown above it on the page.
     assert record["tables"] == [
-        {"columns": ["env", "frames/s"], "rows": [["pong", "512"], ["cartpole", "9000"]]}
+        {"columns": ["env", "frames/s"], "rows": [["pong", "512"], ["cartpole", "9000"]]},
+        {
+            "caption": "**cartpole ppo** (200,000 frames)",
+            "columns": ["collector", "reached"],
+            "rows": [["hts", "3/3"]],
+        },
     ]
     assert record["text"] == ["HTS is 1.4x the hand loop."]
+    assert page_builder._table(record["tables"][1])[:3] == [
+        "**cartpole ppo** (200,000 frames)",
+        "",
+        "| collector | reached |",
+    ]
 
 
 def test_every_benchmark_is_a_module_with_a_main_and_a_claim_names_a_benchmark(page_builder):

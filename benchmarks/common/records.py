@@ -98,7 +98,8 @@ def write(
     claim: str | None = None,
 ) -> Path:
     """Write the record ``results/<name>.json`` (``claim``: the script's by default); each
-    table is ``{"columns": [...], "rows": [[...], ...]}``."""
+    table is ``{"columns": [...], "rows": [[...], ...]}``, with an optional ``"caption"`` (a
+    line shown above it)."""
     claim = claim or SCRIPT_CLAIMS.get(benchmark_name())
     if claim not in CLAIMS:
         raise ValueError(f"{name}: claim {claim!r} is not a section of the page ({list(CLAIMS)})")
@@ -110,7 +111,8 @@ def write(
         "machine": machine_line(),
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "command": command_line(),
-        "tables": [{"columns": list(t["columns"]), "rows": [list(r) for r in t["rows"]]}
+        "tables": [{**({"caption": t["caption"]} if t.get("caption") else {}),
+                    "columns": list(t["columns"]), "rows": [list(r) for r in t["rows"]]}
                    for t in tables],
         "text": list(text),
         "plots": [str(Path(p).resolve().relative_to(ROOT)) for p in plots],
@@ -126,9 +128,10 @@ def from_markdown(
     name: str, markdown: str, *, plots: Sequence[Path] = (), claim: str | None = None
 ) -> Path:
     """The record of a section printed as markdown: its first heading is the title, its tables
-    become tables, its other paragraphs the text (the machine and command lines are the
-    record's own)."""
+    become tables, a paragraph right above a table that table's caption, its other paragraphs
+    the text (the machine and command lines are the record's own)."""
     title, tables, text = name, [], []
+    above = None  # the paragraph just read, while no other block has followed it
     for block in re.split(r"\n\s*\n", markdown.strip()):
         lines = [line for line in block.splitlines() if line.strip()]
         if lines and lines[0].startswith("#"):
@@ -138,9 +141,14 @@ def from_markdown(
         if rows and len(rows) == len(lines):
             cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
             body = [r for r in cells[1:] if not all(set(c) <= set("-: ") for c in r)]
-            tables.append({"columns": cells[0], "rows": body})
+            caption = text.pop() if above is not None else None
+            tables.append({"caption": caption, "columns": cells[0], "rows": body})
+            above = None
         elif lines and not lines[0].startswith(("- machine:", "- command:", "Command:", "![")):
             text.append("\n".join(lines))
+            above = text[-1]
+        else:
+            above = None
     return write(name, title=title, tables=tables, text=text, plots=plots, claim=claim)
 
 

@@ -277,6 +277,7 @@ def report(args: argparse.Namespace) -> None:
         ),
         "",
     ]
+    plots = []
     for env in ENVS:
         for algo in ALGOS:
             cells, failed = load_cells(env, algo)
@@ -284,12 +285,12 @@ def report(args: argparse.Namespace) -> None:
                 continue
             parts += [f"**{env} {algo}** ({total_frames(env, algo):,} frames)", ""]
             if cells:
-                path = plot(env, algo, cells, ENVS[env][0])
+                plots.append(plot(env, algo, cells, ENVS[env][0]))
                 parts += table(env, algo, cells)
-                parts += ["", f"![{env} {algo}](plots/{path.name})", ""]
+                parts += ["", f"![{env} {algo}](plots/{plots[-1].name})", ""]
             if failed:
                 parts += [*failure_lines(failed), ""]
-    reporting.emit("\n".join(parts), args.output)
+    reporting.emit("\n".join(parts), args.output, plots=plots)
 
 
 def main(argv=None) -> None:
