@@ -20,7 +20,8 @@ checkout), ``--variants plain`` (a PPO envpool recipe as a single-file loop,
 ``plain_ppo.train``) and ``--variants sb3`` (an Atari A2C recipe's settings in
 Stable-Baselines3's A2C on gymnasium's ALE, ``sb3_atari_a2c.train``). ``run --steps N`` trains
 new cells to N agent steps instead of the study's length (a cell that would not fit a session);
-a later ``run`` to more steps goes on from such a cell's checkpoint, where it is kept.
+a later ``run`` to more steps goes on from such a cell's checkpoint, where it is kept (the three
+cells above have none: they train again from their first step).
 
     python -m benchmarks learning_study run pong_ppo_1m [--variants hts sync] [--seeds 0]
     python -m benchmarks learning_study report pong_ppo_1m
@@ -443,7 +444,12 @@ def _run_printing_cell(
     """A cell whose process prints CleanRL's ``global_step=..., episodic_return=...`` lines:
     the mean of the last 20 returns is its curve; stopped at the study's agent steps."""
     cell = cell_name(variant, seed)
-    if _recorded(name, cell):
+    record = RESULTS / name / f"{cell}.csv"
+    if record.exists() and _curve(record)[-1][0] < study.steps:
+        # such a process has no checkpoint to go on from: it trains again from its first step
+        print(f"{name}/{cell}: recorded to {_curve(record)[-1][0]:,} steps, trained again to "
+              f"{study.steps:,}", flush=True)  # fmt: skip
+    elif _recorded(name, cell):
         return
     recent: deque[float] = deque(maxlen=20)
     rows = []
