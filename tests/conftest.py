@@ -150,3 +150,15 @@ def quiet_trainer(*callbacks, **kwargs):
     )
     options.update(kwargs)
     return Trainer(callbacks=list(callbacks), **options)
+
+
+def first_batch_keeper():
+    """A callback whose ``batch`` becomes a copy of the first batch the module trains on."""
+    from lightning import Callback
+
+    class FirstBatch(Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            if batch_idx == 0:
+                self.batch = batch.clone()
+
+    return FirstBatch()

@@ -13,18 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lightning import Callback
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
 from benchmarks.common import plain_ppo
 from hts_lightning import A2C
-from tests.conftest import quiet_trainer
-
-
-class _FirstBatch(Callback):
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if batch_idx == 0:
-            self.batch = batch.clone()
+from tests.conftest import first_batch_keeper, quiet_trainer
 
 
 def _sb3_a2c_update(nets, optimizer, batch, *, gamma, entropy_coef, value_coef, max_grad_norm):
@@ -62,7 +55,7 @@ def test_one_a2c_update_equals_stable_baselines3s(orthogonal_init):
         **settings,
     )
     nets = plain_ppo.networks(module.model)  # the initial weights, copied before training
-    first = _FirstBatch()
+    first = first_batch_keeper()
     quiet_trainer(first).fit(module)
     assert module.updates == 1
 

@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lightning import Callback
 from tensordict import TensorDict
 
 from benchmarks.common import plain_ppo
 from hts_lightning import PPO
-from tests.conftest import quiet_trainer, require_module
-
-
-class _FirstBatch(Callback):
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if batch_idx == 0:
-            self.batch = batch.clone()
+from tests.conftest import first_batch_keeper, quiet_trainer, require_module
 
 
 @pytest.mark.parametrize(
@@ -50,7 +43,7 @@ def test_one_ppo_update_equals_plain_pytorch(shared_trunk, entropy_coef, normali
     )
     module = PPO(**kwargs)
     nets = plain_ppo.networks(module.model)  # the initial weights, copied before training
-    first = _FirstBatch()
+    first = first_batch_keeper()
     quiet_trainer(first).fit(module)
     assert module.updates == 1 and module.global_step == 8
 
