@@ -125,3 +125,43 @@ def test_a_run_stopped_by_max_steps_goes_on_from_last_ckpt_with_a_larger_one(tmp
     extended = _assert_last_checkpoint_is_final(tmp_path / "extended")
     for name, value in extended["state_dict"].items():
         assert torch.equal(value, uninterrupted["state_dict"][name]), f"{name} differs"
+
+
+@pytest.mark.parametrize(
+    ("ending", "stop", "go_on"),
+    [
+        (
+            "StopAtReturn",
+            [
+                "--trainer.callbacks+=hts_lightning.callbacks.StopAtReturn",
+                "--trainer.callbacks.target=2.5",
+                "--trainer.callbacks.window=2",
+            ],
+            [],
+        ),
+        ("max_time", ["--trainer.max_time=00:00:00:04"], ["--trainer.max_time=01:00:00:00"]),
+    ],
+)
+def test_a_run_stopped_by_a_callback_goes_on_from_last_ckpt(
+    ending, stop, go_on, tmp_path, monkeypatch
+):
+    # The stop is a callback's (max_time's is Lightning's Timer), decided after the update.
+    budget = [
+        "--model.init_args.total_frames=100000",
+        '--model.init_args.env_kwargs={"max_count": 3}',
+    ]
+    (tmp_path / "extended").mkdir()
+    assert _fit(tmp_path / "extended", monkeypatch, *budget, *stop) == 0
+    stopped_at = RecordFinalState.final["updates"]
+    assert 0 < stopped_at < 100000 // 16
+    target = f"--trainer.max_steps={stopped_at + 22}"
+    code = _fit(tmp_path / "extended", monkeypatch, *budget, *go_on, target, "--ckpt_path=last")
+    assert code == 0
+    assert RecordFinalState.final is not None, "the resumed run ended without an update"
+    assert RecordFinalState.final["updates"] == stopped_at + 22
+    extended = _assert_last_checkpoint_is_final(tmp_path / "extended")
+
+    (tmp_path / "whole").mkdir()
+    assert _fit(tmp_path / "whole", monkeypatch, *budget, target) == 0
+    for name, value in extended["state_dict"].items():
+        assert torch.equal(value, RecordFinalState.final["state_dict"][name]), f"{name} differs"

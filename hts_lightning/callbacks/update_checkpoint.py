@@ -30,7 +30,8 @@ class UpdateCheckpoint(ModelCheckpoint):
     ``last.ckpt`` at the last whole update too (one process; under DDP the other ranks are
     stopped in a collective, and the periodic checkpoint is the last). A stop signal's
     checkpoint is :class:`~hts_lightning.callbacks.StopOnSignal`'s. A run that ended before its
-    ``total_frames`` goes on from its ``last.ckpt`` when resumed with a larger ``max_steps``.
+    ``total_frames`` goes on from its ``last.ckpt`` when resumed with a larger ``max_steps``
+    or ``max_time``, or without the callback that stopped it.
 
     Example:
         >>> UpdateCheckpoint(every_n_updates=50, save_last=True).every_n_updates
@@ -53,10 +54,10 @@ class UpdateCheckpoint(ModelCheckpoint):
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
             if self.save_last:
                 self._last_saved_at = trainer.global_step
-        elif _max_steps_reached(trainer):
+        elif _ends_after_this_batch(trainer):
             # Saved inside the epoch, not at the end of training: a checkpoint taken after
-            # Lightning closed the epoch resumes as finished, and a larger max_steps could not
-            # extend the run.
+            # Lightning closed the epoch resumes as finished, and a larger max_steps or
+            # max_time could not extend the run.
             self._save_final_state(trainer, pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -83,8 +84,10 @@ class UpdateCheckpoint(ModelCheckpoint):
             logger.after_save_checkpoint(self)
 
 
-def _max_steps_reached(trainer: Trainer) -> bool:
-    """Whether Lightning ends training after the current batch for ``max_steps``: the same on
-    every rank, so a collective save here cannot leave one rank waiting (a callback's
-    ``should_stop`` may be one rank's alone; its run saves at the end of training)."""
-    return trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
+def _ends_after_this_batch(trainer: Trainer) -> bool:
+    """Whether Lightning ends training after the current batch: ``max_steps`` reached, or a
+    callback's stop (``max_time``'s timer, :class:`~hts_lightning.callbacks.StopAtReturn`),
+    which run before checkpoint callbacks. Lightning stops the ranks at one batch only if the
+    decision is the same on all of them, so a collective save here leaves none waiting."""
+    reached = trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
+    return reached or trainer.should_stop
