@@ -131,7 +131,7 @@ def from_markdown(
     become tables, a paragraph right above a table that table's caption, its other paragraphs
     the text (the machine and command lines are the record's own)."""
     title, tables, text = name, [], []
-    above = None  # the paragraph just read, while no other block has followed it
+    paragraph_above = False  # the last block read is a paragraph of the text
     for block in re.split(r"\n\s*\n", markdown.strip()):
         lines = [line for line in block.splitlines() if line.strip()]
         if lines and lines[0].startswith("#"):
@@ -141,14 +141,14 @@ def from_markdown(
         if rows and len(rows) == len(lines):
             cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
             body = [r for r in cells[1:] if not all(set(c) <= set("-: ") for c in r)]
-            caption = text.pop() if above is not None else None
+            caption = text.pop() if paragraph_above else None
             tables.append({"caption": caption, "columns": cells[0], "rows": body})
-            above = None
+            paragraph_above = False
         elif lines and not lines[0].startswith(("- machine:", "- command:", "Command:", "![")):
             text.append("\n".join(lines))
-            above = text[-1]
+            paragraph_above = True
         else:
-            above = None
+            paragraph_above = False
     return write(name, title=title, tables=tables, text=text, plots=plots, claim=claim)
 
 
