@@ -3,8 +3,10 @@ overrides are arguments the recipe's module takes, and its anchors are in anchor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import sys
 
 import pytest
 import yaml
@@ -120,3 +122,35 @@ def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(tmp_path
     assert learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)
     assert not learning_study.extends("pong_a2c_2m", "recipe_seed0", 1_000_000, folder)
     assert not learning_study.extends("pong_a2c_2m", "sync_seed0", 2_000_000, folder)
+
+
+def test_a_printing_cell_recorded_short_trains_again_from_its_first_step(tmp_path, monkeypatch):
+    """CleanRL's, the plain loop's and SB3's processes have no checkpoint: a cell recorded
+    short of the study's steps is trained again from step 0 and its longer curve replaces the
+    short one; a cell recorded to its steps is left."""
+    monkeypatch.setattr(learning_study, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(learning_study, "WORK", tmp_path / "work")
+    monkeypatch.setattr(learning_study, "cpu_lock", contextlib.nullcontext)
+    (tmp_path / "results" / "pong_ppo_1m").mkdir(parents=True)
+    short = [(step, step / 500, -20.0) for step in range(1000, 500_001, 1000)]
+    learning_study._write_record(
+        "pong_ppo_1m", "plain_seed0", short, {"command": "plain"}, seconds=1.0, load=(0.0,)
+    )
+    printer = (
+        "for step in range(1000, 2_000_001, 1000):\n"
+        "    print(f'global_step={step}, episodic_return=[{step / 100_000}]', flush=True)"
+    )
+    study = dataclasses.replace(learning_study.STUDIES["pong_ppo_1m"], steps=1_000_000)
+    argv = [sys.executable, "-c", printer]
+    learning_study._run_printing_cell("pong_ppo_1m", study, "plain", 0, argv, {}, {})
+    curve = learning_study._curve(tmp_path / "results" / "pong_ppo_1m" / "plain_seed0.csv")
+    assert curve[0][0] == 1000 and curve[0][2] == pytest.approx(0.01)
+    assert curve[-1][0] == 1_000_000
+    # the mean of the last 20 returns: steps 981,000 ... 1,000,000
+    assert curve[-1][2] == pytest.approx(sum(range(981, 1001)) / 20 / 100)
+    # a study of fewer steps than recorded: the record stands, nothing is trained
+    argv = [sys.executable, "-c", printer.replace("step / 100_000", "-1")]
+    shorter = dataclasses.replace(study, steps=600_000)
+    learning_study._run_printing_cell("pong_ppo_1m", shorter, "plain", 0, argv, {}, {})
+    record = learning_study._curve(tmp_path / "results" / "pong_ppo_1m" / "plain_seed0.csv")
+    assert record == curve

@@ -386,6 +386,12 @@ def command(study: Study, variant: str, seed: int, *, resume: bool) -> list[str]
     return hts_fit(study.recipe, *options, seed=seed)
 
 
+def _recorded_steps(name: str, cell: str) -> int | None:
+    """The agent steps the cell's recorded curve reaches (``None``: not recorded)."""
+    record = RESULTS / name / f"{cell}.csv"
+    return _curve(record)[-1][0] if record.exists() else None
+
+
 def _recorded(name: str, cell: str) -> bool:
     """Whether the cell has its record already (then it is skipped)."""
     if (RESULTS / name / f"{cell}.json").exists():
@@ -444,10 +450,10 @@ def _run_printing_cell(
     """A cell whose process prints CleanRL's ``global_step=..., episodic_return=...`` lines:
     the mean of the last 20 returns is its curve; stopped at the study's agent steps."""
     cell = cell_name(variant, seed)
-    record = RESULTS / name / f"{cell}.csv"
-    if record.exists() and _curve(record)[-1][0] < study.steps:
+    recorded = _recorded_steps(name, cell)
+    if recorded is not None and recorded < study.steps:
         # such a process has no checkpoint to go on from: it trains again from its first step
-        print(f"{name}/{cell}: recorded to {_curve(record)[-1][0]:,} steps, trained again to "
+        print(f"{name}/{cell}: recorded to {recorded:,} steps, trained again to "
               f"{study.steps:,}", flush=True)  # fmt: skip
     elif _recorded(name, cell):
         return
@@ -565,11 +571,8 @@ def read_curve(store: Path, metric: str = METRIC) -> list[tuple[int, float, floa
 def extends(name: str, cell: str, steps: int, folder: Path) -> bool:
     """Whether a recorded cell ended short of ``steps`` (``run --steps N`` trained it) and its
     checkpoint is here: then ``run`` goes on from it and records the longer curve."""
-    record = RESULTS / name / f"{cell}.csv"
-    if not record.exists() or not any(folder.glob("runs/**/last.ckpt")):
-        return False
-    recorded = _curve(record)[-1][0]
-    if recorded >= steps:
+    recorded = _recorded_steps(name, cell)
+    if recorded is None or recorded >= steps or not any(folder.glob("runs/**/last.ckpt")):
         return False
     print(f"{name}/{cell}: recorded to {recorded:,} steps, going on to {steps:,}", flush=True)
     return True
