@@ -352,6 +352,8 @@ STUDIES.update(
                 "--model.init_args.lr_schedule=constant", "--model.init_args.gae_lambda=1.0",
                 "--model.init_args.value_coef=0.5",
             ),
+            # the recipe's settings at RL Zoo's 1 env x 5 steps: the updates per frame alone
+            "recipe_one_env": ("--model.init_args.num_envs=1", "--model.init_args.num_workers=1"),
         },
         seeds=(0,),
         steps=1_000_000,
@@ -362,6 +364,29 @@ STUDIES.update(
         "settings as they map here (SB3's A2C defaults with normalized observations and "
         "rewards: 1 env x 5 steps, RMSprop, constant lr 7e-4, gae_lambda 1.0, value weight "
         "0.5, no entropy bonus).",
+    ),
+    halfcheetah_a2c_settings_1m=Study(
+        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        variants={
+            # the recipe's 8 envs x 5 steps with one of RL Zoo's settings at a time, then all
+            "recipe": (),
+            "rmsprop": ("--model.init_args.optimizer=rmsprop",),
+            "constant_lr": ("--model.init_args.lr_schedule=constant",),
+            "gae_lambda_1": ("--model.init_args.gae_lambda=1.0",),
+            "value_coef_0.5": ("--model.init_args.value_coef=0.5",),
+            "rlzoo_8_envs": (
+                "--model.init_args.optimizer=rmsprop", "--model.init_args.lr_schedule=constant",
+                "--model.init_args.gae_lambda=1.0", "--model.init_args.value_coef=0.5",
+            ),
+        },
+        seeds=(0,),
+        steps=1_000_000,
+        optimizer_steps_per_batch=1,
+        frames_per_batch=40,
+        anchors="halfcheetah_a2c",
+        note="Which of RL Zoo's MuJoCo A2C settings carries its gain over the recipe on "
+        "HalfCheetah-v4: the recipe (8 envs x 5 steps) with one of them at a time, then all "
+        "four at the recipe's 8 envs.",
     ),
 )  # fmt: skip
 
