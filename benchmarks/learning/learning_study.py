@@ -120,6 +120,16 @@ def _halfcheetah_a2c(*labels: str) -> tuple[str, ...]:
     return tuple(f"--model.init_args.{key}={value}" for key, value in settings.items())
 
 
+#: what the HalfCheetah A2C studies share: the recipe, one update a batch, 1M agent steps
+_HALFCHEETAH_A2C_STUDY = dict(
+    recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+    seeds=(0,),
+    steps=1_000_000,
+    optimizer_steps_per_batch=1,
+    anchors="halfcheetah_a2c",
+)
+
+
 STUDIES = {
     "pong_ppo_1m": Study(
         **_PONG_PPO,
@@ -356,18 +366,14 @@ STUDIES.update(
     hopper_ppo_1m=_mujoco_ppo("Hopper-v4"),
     walker2d_ppo_1m=_mujoco_ppo("Walker2d-v4"),
     halfcheetah_a2c_1m=Study(
-        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        **_HALFCHEETAH_A2C_STUDY,
         variants={"recipe": ()},
-        seeds=(0,),
-        steps=1_000_000,
-        optimizer_steps_per_batch=1,
         frames_per_batch=40,
-        anchors="halfcheetah_a2c",
         note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps: 8 envs x 5 steps, Adam, a "
         "linear schedule, gae_lambda 0.9, value weight 0.4.",
     ),
     halfcheetah_a2c_rlzoo_1m=Study(
-        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        **_HALFCHEETAH_A2C_STUDY,
         variants={
             # RL Zoo's MuJoCo A2C: SB3's A2C defaults with normalization.
             "rlzoo": (
@@ -377,18 +383,14 @@ STUDIES.update(
                 "--model.init_args.value_coef=0.5",
             ),
         },
-        seeds=(0,),
-        steps=1_000_000,
-        optimizer_steps_per_batch=1,
         frames_per_batch=5,
-        anchors="halfcheetah_a2c",
         note="A2C on HalfCheetah-v4 (envpool) to 1M agent steps with RL Zoo's MuJoCo A2C "
         "settings as they map here (SB3's A2C defaults with normalized observations and "
         "rewards: 1 env x 5 steps, RMSprop, constant lr 7e-4, gae_lambda 1.0, value weight "
         "0.5, no entropy bonus).",
     ),
     halfcheetah_a2c_settings_1m=Study(
-        recipe="recipes/mujoco/halfcheetah_a2c.yaml",
+        **_HALFCHEETAH_A2C_STUDY,
         variants={
             # the recipe's 8 envs x 5 steps with its settings, with one of RL Zoo's, with all
             # of them, and with all but one
@@ -400,11 +402,7 @@ STUDIES.update(
                 for label in _RLZOO_A2C
             },
         },
-        seeds=(0,),
-        steps=1_000_000,
-        optimizer_steps_per_batch=1,
         frames_per_batch=40,
-        anchors="halfcheetah_a2c",
         note="Which of RL Zoo's MuJoCo A2C settings carries its gain over the recipe on "
         "HalfCheetah-v4: the recipe (8 envs x 5 steps) with one of them, all four, and all "
         "but one.",
