@@ -106,6 +106,48 @@ def test_the_report_shows_a_shorter_cell_at_its_end(tmp_path, monkeypatch):
     assert "| full_seed0 | 0.3 | 0.4 | 0.8 |" in table
 
 
+def test_a_record_keeps_only_the_rows_where_its_value_moves_and_reads_the_same(
+    tmp_path, monkeypatch
+):
+    """A record leaves out the updates inside a run of equal values, yet its table, its
+    crossings (counted from the study's ``crossings_from``, inside such a run here) and its
+    plot's lines are those of every update's row."""
+    monkeypatch.setattr(learning_study, "RESULTS", tmp_path)
+    (tmp_path / "football_empty_goal_close").mkdir()
+    study = learning_study.STUDIES["football_empty_goal_close"]
+    assert study.crossings_from == 6400
+
+    def value(step):  # above both thresholds before crossings_from and on past it
+        if step < 3000:
+            return 0.0
+        if step < 9000:
+            return 0.9
+        return 0.3 if step < 20_000 else min(1.0, step // 10_000 * 0.05)
+
+    rows = [(step, step / 100, value(step)) for step in range(128, 200_065, 128)]
+    full = tmp_path / "football_empty_goal_close" / "hts_seed0.csv"
+    full.write_text(
+        "agent_steps,wall_seconds,goal_difference_last_100\n"
+        + "".join(f"{s},{w},{v}\n" for s, w, v in rows)
+    )
+    (full.with_suffix(".json")).write_text('{"command": "fit", "machine": "m", "utc_end": "d"}')
+    every_row = learning_study.report("football_empty_goal_close")
+    learning_study._write_record(
+        "football_empty_goal_close", "hts_seed0", rows, {"command": "fit"}, seconds=1.0, load=(0,)
+    )
+    kept = learning_study._curve(full)
+    assert len(kept) < len(rows) // 20
+    table = learning_study.report("football_empty_goal_close")
+    # the machine and date lines differ (the record wrote this machine's); the rest is equal
+    assert table.split("- `hts_seed0`")[0] == every_row.split("- `hts_seed0`")[0]
+    assert "| hts_seed0 | 6,400 | 1.1 | 6,400 | 1.1 |" in table
+    # each left-out row lies on the line between the kept rows around it
+    for step, wall, v in rows:
+        before = max(r for r in kept if r[0] <= step)
+        after = min(r for r in kept if r[0] >= step)
+        assert before[2] == v == after[2] or step in (before[0], after[0])
+
+
 def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
     """``run --steps 1000000`` then ``run`` (2M): the second goes on from the first's
     last.ckpt; a cell recorded to its steps, or without its checkpoint here, is left."""

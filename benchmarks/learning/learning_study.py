@@ -9,8 +9,9 @@ cell stopped before its end (a session over, a SIGTERM) is resumed from its ``la
 (``--ckpt_path last``) by the next ``run``; a finished cell writes its record and is skipped
 from then on.
 
-Records (committed): ``benchmarks/results/learning/<study>/<cell>.csv`` (per update: agent
-steps, wall seconds of training, the mean raw return of the last 20 episodes) and ``.json``
+Records (committed): ``benchmarks/results/learning/<study>/<cell>.csv`` (per update where the
+return moves: agent steps, wall seconds of training, the mean raw return of the last 20
+episodes) and ``.json``
 (command, machine, seconds, date). ``report`` draws each study's curves against agent steps
 and wall seconds beside its anchors (``benchmarks/results/learning/anchors.csv``, with their
 citations) and prints a table at the anchors' steps.
@@ -570,16 +571,29 @@ def plain_child(name: str, seed: int) -> None:
     )
 
 
+def thin(rows: list, *, keep_from: int = 0) -> list:
+    """The rows that draw and read the same curve: a row whose value equals the rows' before
+    and after it is left out (HalfCheetah's return moves once a 1,000-step episode: 25k
+    updates, ~250 rows), the first row from ``keep_from`` agent steps on kept (where crossings
+    are counted from), so every table, crossing and plot reads as from all rows."""
+    first_from = next((i for i, row in enumerate(rows) if row[0] >= keep_from), None)
+    return [
+        row
+        for i, row in enumerate(rows)
+        if i in (0, len(rows) - 1, first_from) or not rows[i - 1][2] == row[2] == rows[i + 1][2]
+    ]
+
+
 def _write_record(
     name: str, cell: str, rows: list, meta: dict, *, seconds: float, load: tuple[float, ...]
 ) -> None:
-    """The cell's curve (``.csv``) and its ``meta`` with the process's seconds, the load after
-    it, the date and the machine (``.json``)."""
+    """The cell's curve (``.csv``, :func:`thin`'s rows) and its ``meta`` with the process's
+    seconds, the load after it, the date and the machine (``.json``)."""
     RESULTS.joinpath(name).mkdir(parents=True, exist_ok=True)
     with (RESULTS / name / f"{cell}.csv").open("w", newline="") as out:
         writer = csv.writer(out)
         writer.writerow(["agent_steps", "wall_seconds", STUDIES[name].metric.split("/")[-1]])
-        writer.writerows(rows)
+        writer.writerows(thin(rows, keep_from=STUDIES[name].crossings_from))
     meta |= {
         "last_process_seconds": round(seconds, 1),
         "load_after": [round(x, 2) for x in load],
