@@ -142,7 +142,7 @@ def test_a_record_keeps_only_the_rows_where_its_value_moves_and_reads_the_same(
     assert table.split("- `hts_seed0`")[0] == every_row.split("- `hts_seed0`")[0]
     assert "| hts_seed0 | 6,400 | 1.1 | 6,400 | 1.1 |" in table
     # each left-out row lies on the line between the kept rows around it
-    for step, wall, v in rows:
+    for step, _wall, v in rows:
         before = max(r for r in kept if r[0] <= step)
         after = min(r for r in kept if r[0] >= step)
         assert before[2] == v == after[2] or step in (before[0], after[0])

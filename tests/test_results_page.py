@@ -78,6 +78,33 @@ def test_a_markdown_section_becomes_a_record_of_tables_and_text(page_builder, tm
     ]
 
 
+def test_a_record_of_earlier_runs_takes_their_dates_machines_and_highest_load(
+    page_builder, tmp_path
+):
+    """A report written from runs made before it (the lag study's cells) states when and where
+    they ran and the highest load after any of them, not the report process's own."""
+    records = page_builder.records
+    runs = [
+        {"utc_end": "2026-12-03 10:00", "machine": "2 cores, AMD", "load_after": [2.5, 2.0, 1.0]},
+        {"utc_end": "2026-12-01 09:00", "machine": "2 cores, Intel", "load_after": [1.0, 3.0, 2.0]},
+        {"utc_end": "2026-12-02 08:00", "machine": "2 cores, AMD", "load_after": [0.5, 0.5, 0.5]},
+    ]
+    records.RESULTS, saved = tmp_path, records.RESULTS
+    try:
+        path = records.from_markdown(
+            "probe", "### Probe\n\n| a |\n|---|\n| 1 |", claim="probes", runs=runs
+        )
+        alone = json.loads(records.from_markdown("alone", "### Alone", claim="paper").read_text())
+    finally:
+        records.RESULTS = saved
+    record = json.loads(path.read_text())
+    assert record["utc"] == "2026-12-01 09:00 to 2026-12-03 10:00"
+    assert record["machine"] == "2 cores, AMD | 2 cores, Intel"
+    assert record["load_after"] == [2.5, 3.0, 2.0]
+    # without runs: this process's machine and now
+    assert alone["machine"] == records.machine_line() and " to " not in alone["utc"]
+
+
 def test_every_benchmark_is_a_module_with_a_main_and_a_claim_names_a_benchmark(page_builder):
     """``python -m benchmarks <name>`` finds each one by its name; a record's claim by its
     benchmark's name must name one that exists."""

@@ -96,20 +96,31 @@ def write(
     text: Sequence[str] = (),
     plots: Sequence[Path] = (),
     claim: str | None = None,
+    runs: Sequence[dict[str, Any]] = (),
 ) -> Path:
     """Write the record ``results/<name>.json`` (``claim``: the script's by default); each
     table is ``{"columns": [...], "rows": [[...], ...]}``, with an optional ``"caption"`` (a
-    line shown above it)."""
+    line shown above it). A record that reports ``runs`` made before it (each a dict with
+    ``utc_end``, ``machine`` and ``load_after``) takes its dates, machines and highest load
+    from them, not from the process writing it."""
     claim = claim or SCRIPT_CLAIMS.get(benchmark_name())
     if claim not in CLAIMS:
         raise ValueError(f"{name}: claim {claim!r} is not a section of the page ({list(CLAIMS)})")
+    if runs:
+        ends = sorted({run["utc_end"] for run in runs})
+        utc = ends[0] if len(ends) == 1 else f"{ends[0]} to {ends[-1]}"
+        machine = " | ".join(sorted({run["machine"] for run in runs}))
+        load = [max(loads) for loads in zip(*(run["load_after"] for run in runs), strict=True)]
+    else:
+        utc = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+        machine, load = machine_line(), [round(x, 2) for x in os.getloadavg()]
     record = {
         "name": name,
         "claim": claim,
         "title": title,
-        "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "machine": machine_line(),
-        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "utc": utc,
+        "machine": machine,
+        "load_after": load,
         "command": command_line(),
         "tables": [{**({"caption": t["caption"]} if t.get("caption") else {}),
                     "columns": list(t["columns"]), "rows": [list(r) for r in t["rows"]]}
@@ -125,11 +136,17 @@ def write(
 
 
 def from_markdown(
-    name: str, markdown: str, *, plots: Sequence[Path] = (), claim: str | None = None
+    name: str,
+    markdown: str,
+    *,
+    plots: Sequence[Path] = (),
+    claim: str | None = None,
+    runs: Sequence[dict[str, Any]] = (),
 ) -> Path:
     """The record of a section printed as markdown: its first heading is the title, its tables
     become tables, a paragraph right above a table that table's caption, its other paragraphs
-    the text (the machine and command lines are the record's own)."""
+    the text (the machine and command lines are the record's own; ``runs``: as for
+    :func:`write`)."""
     title, tables, text = name, [], []
     paragraph_above = False  # the last block read is a paragraph of the text
     for block in re.split(r"\n\s*\n", markdown.strip()):
@@ -149,7 +166,7 @@ def from_markdown(
             paragraph_above = True
         else:
             paragraph_above = False
-    return write(name, title=title, tables=tables, text=text, plots=plots, claim=claim)
+    return write(name, title=title, tables=tables, text=text, plots=plots, claim=claim, runs=runs)
 
 
 def load_all() -> list[dict[str, Any]]:

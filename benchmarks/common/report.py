@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,12 +118,18 @@ def publish(
 
 
 def emit(
-    text: str, output: Path | None, *, plots: list[Path] = (), record: str | None = None
+    text: str,
+    output: Path | None,
+    *,
+    plots: list[Path] = (),
+    record: str | None = None,
+    runs: Sequence[dict] = (),
 ) -> None:
     """Print a markdown section, write it as the record ``record`` (default: the script's
-    benchmark's name) for the Benchmarks page, and append it to ``output`` if given."""
+    benchmark's name; ``runs``: the earlier runs it reports, see :func:`records.write`) for
+    the Benchmarks page, and append it to ``output`` if given."""
     print("\n" + text)
-    records.from_markdown(record or records.benchmark_name(), text, plots=plots)
+    records.from_markdown(record or records.benchmark_name(), text, plots=plots, runs=runs)
     if output is not None:
         with output.open("a") as handle:
             handle.write("\n" + text)

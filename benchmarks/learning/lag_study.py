@@ -262,11 +262,27 @@ def table(env: str, algo: str, cells: dict) -> list[str]:
 
 
 def report(args: argparse.Namespace) -> None:
+    sections, plots, runs = [], [], []
+    for env in ENVS:
+        for algo in ALGOS:
+            cells, failed = load_cells(env, algo)
+            if not cells and not failed:
+                continue
+            runs += [meta for seeds in cells.values() for _, meta in seeds.values()]
+            runs += failed.values()
+            sections += [f"**{env} {algo}** ({total_frames(env, algo):,} frames)", ""]
+            if cells:
+                plots.append(plot(env, algo, cells, ENVS[env][0]))
+                sections += table(env, algo, cells)
+                sections += ["", f"![{env} {algo}](plots/{plots[-1].name})", ""]
+            if failed:
+                sections += [*failure_lines(failed), ""]
+    ends = sorted(run["utc_end"] for run in runs)
     parts = [
-        f"### Lag study: HTS (lag 1) against sync (lag 0) and multi_async, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "### Lag study: HTS (lag 1) against sync (lag 0) and multi_async",
         "",
-        f"- machine: {reporting.machine_line()}",
+        f"- machine: {' | '.join(sorted({run['machine'] for run in runs}))} (the cells', "
+        f"{ends[0] if ends else '-'} to {ends[-1] if ends else '-'} UTC)",
         f"- command: `{reporting.command_line()}`; each cell: `hts-rl fit --config "
         "recipes/<env>_<algo>.yaml --seed_everything=S --model.init_args.seed=S "
         "--model.init_args.collector=C` (every collector on the recipe's `env_backend`), one "
@@ -276,21 +292,10 @@ def report(args: argparse.Namespace) -> None:
             f"{e} {t:g} (stays: last 10% of the frames above {s:g})" for e, (t, s) in ENVS.items()
         ),
         "",
+        *sections,
     ]
-    plots = []
-    for env in ENVS:
-        for algo in ALGOS:
-            cells, failed = load_cells(env, algo)
-            if not cells and not failed:
-                continue
-            parts += [f"**{env} {algo}** ({total_frames(env, algo):,} frames)", ""]
-            if cells:
-                plots.append(plot(env, algo, cells, ENVS[env][0]))
-                parts += table(env, algo, cells)
-                parts += ["", f"![{env} {algo}](plots/{plots[-1].name})", ""]
-            if failed:
-                parts += [*failure_lines(failed), ""]
-    reporting.emit("\n".join(parts), args.output, plots=plots)
+    # the record's date, machine and load are the cells', not this report's
+    reporting.emit("\n".join(parts), args.output, plots=plots, runs=runs)
 
 
 def main(argv=None) -> None:
