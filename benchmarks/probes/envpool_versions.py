@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import platform
 import subprocess
 import sys
 
@@ -44,6 +45,8 @@ def play(task: str, *, num_envs: int, steps: int, seed: int) -> dict:
         returns += rewards
         ends += int(done.sum())
     return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
         "envpool": envpool.__version__,
         "digest": digest.hexdigest()[:16],
         "returns": returns.tolist(),
@@ -70,25 +73,26 @@ def main(argv=None) -> None:
 
     child = [__file__, "--child", "--task", options.task]
     child += [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
-    pythons = (sys.executable, options.python)
     played = []
-    for python in pythons:
-        done = subprocess.run([python, *child], capture_output=True, text=True, check=True)
-        played.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for python in (sys.executable, options.python):
+        process = subprocess.run([python, *child], capture_output=True, text=True, check=False)
+        if process.returncode != 0:  # e.g. no envpool there: say why, not just the exit code
+            raise SystemExit(f"{python} could not play: {process.stderr.strip()}")
+        played.append(json.loads(process.stdout.strip().splitlines()[-1]))
     same = len({result["digest"] for result in played}) == 1
     verdict = "the same frames, rewards and ends" if same else "DIFFERENT play"
     print(f"{options.task}: {verdict}: {json.dumps(played)}", flush=True)
     rows = [
-        [python, r["envpool"], r["digest"], " ".join(f"{x:g}" for x in r["returns"]),
-         r["episode_ends"]]
-        for python, r in zip(pythons, played, strict=True)
+        [r["python"], r["numpy"], r["envpool"], r["digest"],
+         " ".join(f"{x:g}" for x in r["returns"]), r["episode_ends"]]
+        for r in played
     ]  # fmt: skip
     records.write(
         "envpool_versions",
         title=f"envpool versions on {options.task}: {verdict}",
         claim="probes",
         tables=[{
-            "columns": ["python", "envpool", "digest", "summed rewards", "episode ends"],
+            "columns": ["python", "numpy", "envpool", "digest", "summed rewards", "episode ends"],
             "rows": rows,
         }],
         text=[
