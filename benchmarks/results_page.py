@@ -107,7 +107,11 @@ def draw(record: dict) -> None:
 
 def _record(record: dict) -> list[str]:
     lines = [f"### {record['title']}", ""]
-    lines += [f"{record['utc']} UTC; {record['machine']}; load after "
+    # a report of earlier runs (the lag study's cells) shows their highest load, not its own
+    load = "load after"
+    if "runs" in record:
+        load = f"highest load after any of its {record['runs']} runs"
+    lines += [f"{record['utc']} UTC; {record['machine']}; {load} "
               f"{'/'.join(str(x) for x in record['load_after'])}.", ""]  # fmt: skip
     for table in record["tables"]:
         lines += [*_table(table), ""]

@@ -101,6 +101,10 @@ def test_a_record_of_earlier_runs_takes_their_dates_machines_and_highest_load(
     assert record["utc"] == "2026-12-01 09:00 to 2026-12-03 10:00"
     assert record["machine"] == "2 cores, AMD | 2 cores, Intel"
     assert record["load_after"] == [2.5, 3.0, 2.0]
+    assert page_builder._record(record)[2] == (
+        "2026-12-01 09:00 to 2026-12-03 10:00 UTC; 2 cores, AMD | 2 cores, Intel; highest load "
+        "after any of its 3 runs 2.5/3.0/2.0."
+    )
     # without runs: this process's machine and now
     assert alone["machine"] == records.machine_line() and " to " not in alone["utc"]
 

@@ -121,6 +121,7 @@ def write(
         "utc": utc,
         "machine": machine,
         "load_after": load,
+        **({"runs": len(runs)} if runs else {}),
         "command": command_line(),
         "tables": [{**({"caption": t["caption"]} if t.get("caption") else {}),
                     "columns": list(t["columns"]), "rows": [list(r) for r in t["rows"]]}

@@ -277,12 +277,12 @@ def report(args: argparse.Namespace) -> None:
                 sections += ["", f"![{env} {algo}](plots/{plots[-1].name})", ""]
             if failed:
                 sections += [*failure_lines(failed), ""]
-    ends = sorted(run["utc_end"] for run in runs)
+    ends = sorted(run["utc_end"] for run in runs) or ["-"]
+    machines = " | ".join(sorted({run["machine"] for run in runs})) or "no cell recorded"
     parts = [
         "### Lag study: HTS (lag 1) against sync (lag 0) and multi_async",
         "",
-        f"- machine: {' | '.join(sorted({run['machine'] for run in runs}))} (the cells', "
-        f"{ends[0] if ends else '-'} to {ends[-1] if ends else '-'} UTC)",
+        f"- machine: {machines} (the cells', {ends[0]} to {ends[-1]} UTC)",
         f"- command: `{reporting.command_line()}`; each cell: `hts-rl fit --config "
         "recipes/<env>_<algo>.yaml --seed_everything=S --model.init_args.seed=S "
         "--model.init_args.collector=C` (every collector on the recipe's `env_backend`), one "
