@@ -130,7 +130,7 @@ def test_a_record_keeps_only_the_rows_where_its_value_moves_and_reads_the_same(
         "agent_steps,wall_seconds,goal_difference_last_100\n"
         + "".join(f"{s},{w},{v}\n" for s, w, v in rows)
     )
-    (full.with_suffix(".json")).write_text('{"command": "fit", "machine": "m", "utc_end": "d"}')
+    full.with_suffix(".json").write_text('{"command": "fit", "machine": "m", "utc_end": "d"}')
     every_row = learning_study.report("football_empty_goal_close")
     learning_study._write_record(
         "football_empty_goal_close", "hts_seed0", rows, {"command": "fit"}, seconds=1.0, load=(0,)
@@ -146,6 +146,25 @@ def test_a_record_keeps_only_the_rows_where_its_value_moves_and_reads_the_same(
         before = max(r for r in kept if r[0] <= step)
         after = min(r for r in kept if r[0] >= step)
         assert before[2] == v == after[2] or step in (before[0], after[0])
+
+
+@pytest.mark.parametrize(
+    ("values", "keep_from", "kept_steps"),
+    [
+        ([1.0], 0, [1]),
+        ([1.0, 1.0], 0, [1, 2]),
+        ([1.0, 1.0, 1.0, 1.0], 0, [1, 4]),
+        ([1.0, 1.0, 1.0, 1.0], 3, [1, 3, 4]),
+        ([1.0, 1.0, 1.0, 1.0], 9, [1, 4]),  # crossings from past the end: the ends alone
+        ([0.0, float("nan"), float("nan"), 0.0], 0, [1, 2, 3, 4]),  # nan equals nothing
+        ([0.0, 0.0, 2.0, 2.0, 2.0, 0.0], 0, [1, 2, 3, 5, 6]),
+    ],
+)
+def test_thinning_keeps_each_runs_ends_and_the_first_row_from_keep_from(
+    values, keep_from, kept_steps
+):
+    rows = [(step, step / 10, value) for step, value in enumerate(values, start=1)]
+    assert [row[0] for row in learning_study.thin(rows, keep_from=keep_from)] == kept_steps
 
 
 def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(tmp_path, monkeypatch):

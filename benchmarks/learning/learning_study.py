@@ -9,9 +9,9 @@ cell stopped before its end (a session over, a SIGTERM) is resumed from its ``la
 (``--ckpt_path last``) by the next ``run``; a finished cell writes its record and is skipped
 from then on.
 
-Records (committed): ``benchmarks/results/learning/<study>/<cell>.csv`` (per update where the
-return moves: agent steps, wall seconds of training, the mean raw return of the last 20
-episodes) and ``.json``
+Records (committed): ``benchmarks/results/learning/<study>/<cell>.csv`` (agent steps, wall
+seconds of training and the study's metric, e.g. the mean raw return of the last 20 episodes,
+per update; of a run of updates with one value, its first and last) and ``.json``
 (command, machine, seconds, date). ``report`` draws each study's curves against agent steps
 and wall seconds beside its anchors (``benchmarks/results/learning/anchors.csv``, with their
 citations) and prints a table at the anchors' steps.
@@ -81,7 +81,8 @@ class Study:
     #: scores whose first crossing the report tables (agent steps and training minutes)
     thresholds: tuple[float, ...] = ()
     #: agent steps before which a crossing is not counted: until every replica has run one
-    #: longest episode, the episodes that ended are the short ones (a biased sample)
+    #: longest episode, the episodes that ended are the short ones (a biased sample); records
+    #: keep the first row from here on (:func:`thin`): another value needs its cells rerun
     crossings_from: int = 0
 
 
@@ -370,7 +371,7 @@ STUDIES.update(
     halfcheetah_a2c_1m=Study(
         **_HALFCHEETAH_A2C_STUDY,
         variants={
-            # RL Zoo's MuJoCo A2C settings at 8 envs x 5 steps
+            # the recipe as shipped
             "recipe": (),
             # Adam, a linear schedule, gae_lambda 0.9, value weight 0.4 (recorded as the recipe)
             "old_recipe": _halfcheetah_a2c(),
