@@ -600,7 +600,7 @@ def _write_record(
     seconds, the load after it, the date and the machine (``.json``)."""
     RESULTS.joinpath(name).mkdir(parents=True, exist_ok=True)
     with (RESULTS / name / f"{cell}.csv").open("w", newline="") as out:
-        writer = csv.writer(out)
+        writer = csv.writer(out, lineterminator="\n")  # csv writes \r\n by default
         writer.writerow(["agent_steps", "wall_seconds", STUDIES[name].metric.split("/")[-1]])
         writer.writerows(thin(rows, keep_from=STUDIES[name].crossings_from))
     meta |= {
