@@ -215,3 +215,14 @@ def test_a_printing_cell_recorded_short_trains_again_from_its_first_step(tmp_pat
     learning_study._run_printing_cell("pong_ppo_1m", shorter, "plain", 0, argv, {}, {})
     record = learning_study._curve(tmp_path / "results" / "pong_ppo_1m" / "plain_seed0.csv")
     assert record == curve
+
+
+def test_a_cleanrl_cell_records_its_own_venvs_versions():
+    """CleanRL runs in a venv of its own (envpool 0.8.4, gym 0.23.1): its record names that
+    venv's versions, read by running its Python."""
+    import numpy
+    import torch
+
+    versions = learning_study.venv_versions(sys.executable)
+    assert versions.startswith(f"python {sys.version.split()[0]}, torch {torch.__version__}")
+    assert f"numpy {numpy.__version__}" in versions

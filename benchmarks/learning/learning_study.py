@@ -454,6 +454,25 @@ def _recorded(name: str, cell: str) -> bool:
     return False
 
 
+_VERSIONS = """
+import importlib.metadata as metadata, platform
+found = []
+for package in ("torch", "envpool", "gym", "gymnasium", "mujoco", "numpy"):
+    try:
+        found.append(f"{package} {metadata.version(package)}")
+    except metadata.PackageNotFoundError:
+        pass
+print(f"python {platform.python_version()}, " + ", ".join(found))
+"""
+
+
+def venv_versions(python: Path) -> str:
+    """The versions that matter in the venv of ``python`` (CleanRL's own, not this one)."""
+    return subprocess.run(
+        [str(python), "-c", _VERSIONS], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, python: Path) -> None:
     """CleanRL's script with the recipe's settings, from a checkout (never copied here),
     stopped at the study's agent steps; its printed episode returns make the curve."""
@@ -462,7 +481,11 @@ def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, pyth
     commit = subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    meta = {"command": " ".join([Path(argv[1]).name, *argv[2:]]), "cleanrl_commit": commit}
+    meta = {
+        "command": " ".join([Path(argv[1]).name, *argv[2:]]),
+        "cleanrl_commit": commit,
+        "cleanrl_venv": venv_versions(python),  # the record's "machine" names this venv's
+    }
     _run_printing_cell(name, study, "cleanrl", seed, argv, dict(os.environ), meta)
 
 
