@@ -167,9 +167,12 @@ def test_thinning_keeps_each_runs_ends_and_the_first_row_from_keep_from(
     assert [row[0] for row in learning_study.thin(rows, keep_from=keep_from)] == kept_steps
 
 
-def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
+def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(
+    tmp_path, monkeypatch, capsys
+):
     """``run --steps 1000000`` then ``run`` (2M): the second goes on from the first's
-    last.ckpt; a cell recorded to its steps, or without its checkpoint here, is left."""
+    last.ckpt; a cell recorded to its steps, or without its checkpoint here (then it says
+    how to train it again), is left."""
     monkeypatch.setattr(learning_study, "RESULTS", tmp_path / "results")
     (tmp_path / "results" / "pong_a2c_2m").mkdir(parents=True)
     rows = [(step, step / 500, -20.0) for step in range(80, 1_000_001, 80)]
@@ -178,6 +181,8 @@ def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(tmp_path
     )
     folder = tmp_path / "work" / "pong_a2c_2m" / "recipe_seed0"
     assert not learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)
+    said = capsys.readouterr().out
+    assert "recorded to 1,000,000 steps, but no last.ckpt" in said and "move its record" in said
     (folder / "runs" / "1" / "abc" / "checkpoints").mkdir(parents=True)
     (folder / "runs" / "1" / "abc" / "checkpoints" / "last.ckpt").touch()
     assert learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)

@@ -662,7 +662,14 @@ def extends(name: str, cell: str, steps: int, folder: Path) -> bool:
     """Whether a recorded cell ended short of ``steps`` (``run --steps N`` trained it) and its
     checkpoint is here: then ``run`` goes on from it and records the longer curve."""
     recorded = _recorded_steps(name, cell)
-    if recorded is None or recorded >= steps or not any(folder.glob("runs/**/last.ckpt")):
+    if recorded is None or recorded >= steps:
+        return False
+    if not any(folder.glob("runs/**/last.ckpt")):
+        print(
+            f"{name}/{cell}: recorded to {recorded:,} steps, but no last.ckpt under {folder} "
+            "to go on from; move its record aside to train it again from step 0",
+            flush=True,
+        )
         return False
     print(f"{name}/{cell}: recorded to {recorded:,} steps, going on to {steps:,}", flush=True)
     return True
