@@ -88,6 +88,16 @@ def command_line() -> str:
     return shlex.join([*ENTRY.split(), benchmark_name(), *sys.argv[1:]])
 
 
+def provenance(runs: Sequence[dict[str, Any]]) -> tuple[str, str, list[float]]:
+    """The date (or first to last date), the machines and the highest load after any of
+    ``runs`` (each a dict with ``utc_end``, ``machine`` and ``load_after``)."""
+    ends = sorted({run["utc_end"] for run in runs})
+    utc = ends[0] if len(ends) == 1 else f"{ends[0]} to {ends[-1]}"
+    machine = " | ".join(sorted({run["machine"] for run in runs}))
+    load = [max(loads) for loads in zip(*(run["load_after"] for run in runs), strict=True)]
+    return utc, machine, load
+
+
 def write(
     name: str,
     *,
@@ -107,10 +117,7 @@ def write(
     if claim not in CLAIMS:
         raise ValueError(f"{name}: claim {claim!r} is not a section of the page ({list(CLAIMS)})")
     if runs:
-        ends = sorted({run["utc_end"] for run in runs})
-        utc = ends[0] if len(ends) == 1 else f"{ends[0]} to {ends[-1]}"
-        machine = " | ".join(sorted({run["machine"] for run in runs}))
-        load = [max(loads) for loads in zip(*(run["load_after"] for run in runs), strict=True)]
+        utc, machine, load = provenance(runs)
     else:
         utc = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
         machine, load = machine_line(), [round(x, 2) for x in os.getloadavg()]

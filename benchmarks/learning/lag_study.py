@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.common import curves
+from benchmarks.common import curves, records
 from benchmarks.common import report as reporting
 from benchmarks.common.processes import ROOT, cpu_lock, hts_fit, log_tail, run_bounded
 
@@ -277,12 +277,15 @@ def report(args: argparse.Namespace) -> None:
                 sections += ["", f"![{env} {algo}](plots/{plots[-1].name})", ""]
             if failed:
                 sections += [*failure_lines(failed), ""]
-    ends = sorted(run["utc_end"] for run in runs) or ["-"]
-    machines = " | ".join(sorted({run["machine"] for run in runs})) or "no cell recorded"
+    if runs:
+        utc, machine, _ = records.provenance(runs)
+        machine_line = f"{machine} (the cells', {utc} UTC)"
+    else:
+        machine_line = "no cell recorded"
     parts = [
         "### Lag study: HTS (lag 1) against sync (lag 0) and multi_async",
         "",
-        f"- machine: {machines} (the cells', {ends[0]} to {ends[-1]} UTC)",
+        f"- machine: {machine_line}",
         f"- command: `{reporting.command_line()}`; each cell: `hts-rl fit --config "
         "recipes/<env>_<algo>.yaml --seed_everything=S --model.init_args.seed=S "
         "--model.init_args.collector=C` (every collector on the recipe's `env_backend`), one "
