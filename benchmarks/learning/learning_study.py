@@ -98,9 +98,9 @@ _PONG_PPO = dict(
          "--total-timesteps", "10000000", "--no-cuda"),
     ),
 )  # fmt: skip
-#: The HalfCheetah A2C recipe's settings before it took RL Zoo's MuJoCo A2C settings (stop 57,
-#: 2026-12-07), where those differ; and RL Zoo's, by label (all spelled out, so that the
-#: studies mean the same whatever the recipe holds)
+#: The HalfCheetah A2C recipe's former settings, where RL Zoo's MuJoCo A2C settings differ,
+#: and RL Zoo's, by label (all spelled out, so that the studies mean the same whatever the
+#: recipe holds)
 _OLD_HALFCHEETAH_A2C = {
     "optimizer": "adam",
     "lr_schedule": "linear",
@@ -388,9 +388,7 @@ STUDIES.update(
             # RL Zoo's MuJoCo A2C: SB3's A2C defaults with normalization.
             "rlzoo": (
                 "--model.init_args.num_envs=1", "--model.init_args.num_workers=1",
-                "--model.init_args.sync_interval=5", "--model.init_args.optimizer=rmsprop",
-                "--model.init_args.lr_schedule=constant", "--model.init_args.gae_lambda=1.0",
-                "--model.init_args.value_coef=0.5",
+                "--model.init_args.sync_interval=5", *_halfcheetah_a2c(*_RLZOO_A2C),
             ),
         },
         frames_per_batch=5,
