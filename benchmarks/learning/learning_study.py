@@ -296,11 +296,25 @@ _FOOTBALL_POSTER = (
 _ACADEMY_EPISODE_STEPS = 400
 
 
-def _football(scenario: str, poster: str, *, steps: int, seeds: tuple[int, ...] = (0,)) -> Study:
-    """PPO on envpool's football port with the paper's settings (scoring reward only): HTS
+def _football(
+    scenario: str,
+    poster: str,
+    *,
+    steps: int,
+    seeds: tuple[int, ...] = (0,),
+    package: bool = False,
+) -> Study:
+    """PPO with the paper's settings on envpool's football port (scoring reward only) or, with
+    ``package``, on the gfootball package (the reference engine, the paper's reward): HTS
     against TorchRL's synchronous collector, the steps and minutes to the poster's scores."""
+    if package:
+        recipe = f"recipes/football/{scenario}_ppo.yaml"
+        where = "the gfootball package, the paper's PPO settings and reward scoring+checkpoints"
+    else:
+        recipe = f"recipes/football/envpool/{scenario}_ppo.yaml"
+        where = "envpool's football port, the paper's PPO settings, the scoring reward"
     return Study(
-        recipe=f"recipes/football/envpool/{scenario}_ppo.yaml",
+        recipe=recipe,
         variants={
             # The recipe: decoupled PPO (the clip around the policy at the start of the
             # update, the lag weighted out).
@@ -316,9 +330,8 @@ def _football(scenario: str, poster: str, *, steps: int, seeds: tuple[int, ...] 
         optimizer_steps_per_batch=16,
         frames_per_batch=2048,
         anchors=f"football_{scenario}",
-        note=f"PPO on {scenario} (envpool's football port, the paper's PPO settings, the "
-        f"scoring reward) to {steps:,} agent steps, HTS against TorchRL's synchronous "
-        f"collector. {_FOOTBALL_POSTER}: {poster}.",
+        note=f"PPO on {scenario} ({where}) to {steps:,} agent steps, HTS against TorchRL's "
+        f"synchronous collector. {_FOOTBALL_POSTER}: {poster}.",
         metric="rollout/goal_difference_last_100",
         thresholds=(0.4, 0.8),
         crossings_from=16 * _ACADEMY_EPISODE_STEPS,  # 16 replicas, each one longest episode
@@ -339,6 +352,11 @@ STUDIES.update(
     ),
     football_run_to_score=_football(
         "academy_run_to_score", "16.2 / 32.5 against 6.3 / 11.4", steps=800_000
+    ),
+    # The paper's own reward on the reference engine, beside the port's scoring-only cells:
+    # what the checkpoint rewards are worth on the scenario every cell has reached 0.8 on.
+    football_empty_goal_close_package=_football(
+        "academy_empty_goal_close", "5.4 / 15.5 against 1.0 / 2.0", steps=200_000, package=True
     ),
 )
 
