@@ -118,3 +118,22 @@ def test_every_benchmark_is_a_module_with_a_main_and_a_claim_names_a_benchmark(p
         assert callable(module.main), name
         assert benchmarks.summary(path), f"{name}: no docstring"
     assert set(page_builder.records.SCRIPT_CLAIMS) <= set(found)
+
+
+def test_every_command_on_the_page_runs_a_benchmark_that_exists(page_builder):
+    """A record made when the benchmarks were scripts (``python benchmarks/x.py``) shows that
+    command as a comment and the same run through ``python -m benchmarks``, renamed ones under
+    their new name; every command a reader can paste names a benchmark that exists."""
+    assert page_builder.rerun("python benchmarks/latency_targets.py --x 1") == [
+        "# recorded as: python benchmarks/latency_targets.py --x 1",
+        "python -m benchmarks heavy_tail_latency --x 1",
+    ]
+    assert page_builder.rerun("python -m benchmarks vs_sb3 --seeds 0") == [
+        "python -m benchmarks vs_sb3 --seeds 0"
+    ]
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    blocks = [block.split("```")[0] for block in page.split("```bash\n")[1:]]
+    commands = [line for block in blocks for line in block.splitlines() if line[:1] != "#"]
+    assert commands and all(line.startswith("python -m benchmarks ") for line in commands)
+    named = {line.split()[3] for line in commands}
+    assert named <= set(benchmarks.find()), named - set(benchmarks.find())
