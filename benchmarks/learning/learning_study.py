@@ -292,7 +292,7 @@ _FOOTBALL_POSTER = (
 )
 
 
-#: the academy scenarios' longest episode on envpool's port (its max_episode_steps)
+#: the academy scenarios' longest episode, 400 steps (their game_duration, in either engine)
 _ACADEMY_EPISODE_STEPS = 400
 
 
