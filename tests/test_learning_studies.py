@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import json
 import sys
 
 import pytest
@@ -182,12 +183,46 @@ def test_a_cell_recorded_short_of_the_steps_goes_on_from_its_checkpoint(
     folder = tmp_path / "work" / "pong_a2c_2m" / "recipe_seed0"
     assert not learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)
     said = capsys.readouterr().out
-    assert "recorded to 1,000,000 steps, but no last.ckpt" in said and "move its record" in said
+    assert "recorded to 1,000,000 steps, but no last.ckpt" in said and "run --again" in said
     (folder / "runs" / "1" / "abc" / "checkpoints").mkdir(parents=True)
     (folder / "runs" / "1" / "abc" / "checkpoints" / "last.ckpt").touch()
     assert learning_study.extends("pong_a2c_2m", "recipe_seed0", 2_000_000, folder)
     assert not learning_study.extends("pong_a2c_2m", "recipe_seed0", 1_000_000, folder)
     assert not learning_study.extends("pong_a2c_2m", "sync_seed0", 2_000_000, folder)
+
+
+def test_again_trains_a_recorded_cell_from_step_0_and_replaces_its_record(tmp_path, monkeypatch):
+    """``run --again`` on a cell recorded to its steps, with a checkpoint in its folder: the
+    cell is not skipped, the checkpoint is not resumed (an empty last.ckpt here would fail
+    to load) and the record is the new run's. Without it the recorded cell is left."""
+    study = learning_study.Study(
+        recipe="recipes/cartpole_ppo.yaml",
+        variants={"hts": ()},
+        seeds=(0,),
+        steps=512,
+        optimizer_steps_per_batch=20,
+        frames_per_batch=256,
+        anchors="none",
+    )
+    monkeypatch.setitem(learning_study.STUDIES, "cartpole_again", study)
+    monkeypatch.setattr(learning_study, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(learning_study, "cpu_lock", contextlib.nullcontext)
+    old = [(256, 1.0, 999.0), (512, 2.0, 999.0)]
+    learning_study._write_record(
+        "cartpole_again", "hts_seed0", old, {"command": "old"}, seconds=1.0, load=(0.0,)
+    )
+    stale = tmp_path / "work" / "cartpole_again" / "hts_seed0" / "runs" / "1" / "x" / "last.ckpt"
+    stale.parent.mkdir(parents=True)
+    stale.touch()
+    record = tmp_path / "results" / "cartpole_again" / "hts_seed0.csv"
+    learning_study.run_cell("cartpole_again", study, "hts", 0, tmp_path / "work")
+    assert learning_study._curve(record) == old
+    learning_study.run_cell("cartpole_again", study, "hts", 0, tmp_path / "work", again=True)
+    curve = learning_study._curve(record)
+    assert curve[-1][0] == 512 and all(0 < value < 100 for _, _, value in curve)
+    assert not stale.exists()
+    meta = json.loads(record.with_suffix(".json").read_text())
+    assert "--ckpt_path" not in meta["command"] and "--trainer.max_steps=40" in meta["command"]
 
 
 def test_a_printing_cell_recorded_short_trains_again_from_its_first_step(tmp_path, monkeypatch):

@@ -22,7 +22,9 @@ checkout), ``--variants plain`` (a PPO envpool recipe as a single-file loop,
 Stable-Baselines3's A2C on gymnasium's ALE, ``sb3_atari_a2c.train``). ``run --steps N`` trains
 new cells to N agent steps instead of the study's length (a cell that would not fit a session);
 a later ``run`` to more steps goes on from such a cell's checkpoint, where it is kept (the three
-cells above have none: they train again from their first step).
+cells above have none: they train again from their first step). ``run --again`` trains the named
+cells from step 0 even where recorded (the work folder cleared first); the record is replaced
+when the new run ends, and kept until then.
 
     python -m benchmarks learning_study run pong_ppo_1m [--variants hts sync] [--seeds 0]
     python -m benchmarks learning_study report pong_ppo_1m
@@ -36,6 +38,7 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -489,7 +492,9 @@ def venv_versions(python: Path) -> str:
     ).stdout.strip()
 
 
-def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, python: Path) -> None:
+def run_cleanrl_cell(
+    name: str, study: Study, seed: int, *, checkout: Path, python: Path, again: bool = False
+) -> None:
     """CleanRL's script with the recipe's settings, from a checkout (never copied here),
     stopped at the study's agent steps; its printed episode returns make the curve."""
     script, options = study.cleanrl
@@ -502,25 +507,25 @@ def run_cleanrl_cell(name: str, study: Study, seed: int, *, checkout: Path, pyth
         "cleanrl_commit": commit,
         "cleanrl_venv": venv_versions(python),  # the record's "machine" names this venv's
     }
-    _run_printing_cell(name, study, "cleanrl", seed, argv, dict(os.environ), meta)
+    _run_printing_cell(name, study, "cleanrl", seed, argv, dict(os.environ), meta, again=again)
 
 
-def run_plain_cell(name: str, study: Study, seed: int) -> None:
+def run_plain_cell(name: str, study: Study, seed: int, *, again: bool = False) -> None:
     """The recipe's PPO as a single-file loop (``plain_ppo.train``): the module's networks,
     initial weights and update, a synchronous envpool with the recipe's env options and the
     HTS cell's env seeds; no HTS engine, no TorchRL, no lag. Beside the ``no_overlap`` cell it
     tells the engine's data from the rest."""
     argv, env = benchmark("learning_study", "plain-child", name, str(seed))
     meta = {"command": f"python -m benchmarks learning_study plain-child {name} {seed}"}
-    _run_printing_cell(name, study, "plain", seed, argv, env, meta)
+    _run_printing_cell(name, study, "plain", seed, argv, env, meta, again=again)
 
 
-def run_sb3_cell(name: str, study: Study, seed: int) -> None:
+def run_sb3_cell(name: str, study: Study, seed: int, *, again: bool = False) -> None:
     """The recipe's A2C settings in Stable-Baselines3's A2C on its own Atari stack
     (``sb3_atari_a2c.train``): tells a defect of ours from what A2C does on this game."""
     argv, env = benchmark("learning_study", "sb3-child", name, str(seed), str(study.steps))
     meta = {"command": f"python -m benchmarks learning_study sb3-child {name} {seed} {study.steps}"}
-    _run_printing_cell(name, study, "sb3", seed, argv, env, meta)
+    _run_printing_cell(name, study, "sb3", seed, argv, env, meta, again=again)
 
 
 def sb3_child(name: str, seed: int, steps: int) -> None:
@@ -538,13 +543,23 @@ def sb3_child(name: str, seed: int, steps: int) -> None:
 
 
 def _run_printing_cell(
-    name: str, study: Study, variant: str, seed: int, argv: list, env: dict, meta: dict
+    name: str,
+    study: Study,
+    variant: str,
+    seed: int,
+    argv: list,
+    env: dict,
+    meta: dict,
+    *,
+    again: bool = False,
 ) -> None:
     """A cell whose process prints CleanRL's ``global_step=..., episodic_return=...`` lines:
     the mean of the last 20 returns is its curve; stopped at the study's agent steps."""
     cell = cell_name(variant, seed)
     recorded = _recorded_steps(name, cell)
-    if recorded is not None and recorded < study.steps:
+    if again:
+        print(f"{name}/{cell}: trained again from step 0", flush=True)
+    elif recorded is not None and recorded < study.steps:
         # such a process has no checkpoint to go on from: it trains again from its first step
         print(f"{name}/{cell}: recorded to {recorded:,} steps, trained again to "
               f"{study.steps:,}", flush=True)  # fmt: skip
@@ -683,7 +698,7 @@ def extends(name: str, cell: str, steps: int, folder: Path) -> bool:
     if not any(folder.glob("runs/**/last.ckpt")):
         print(
             f"{name}/{cell}: recorded to {recorded:,} steps, but no last.ckpt under {folder} "
-            "to go on from; move its record aside to train it again from step 0",
+            "to go on from; `run --again` trains it again from step 0",
             flush=True,
         )
         return False
@@ -691,10 +706,16 @@ def extends(name: str, cell: str, steps: int, folder: Path) -> bool:
     return True
 
 
-def run_cell(name: str, study: Study, variant: str, seed: int, work: Path) -> None:
+def run_cell(
+    name: str, study: Study, variant: str, seed: int, work: Path, *, again: bool = False
+) -> None:
+    """One ``hts-rl fit`` cell; ``again``: from step 0 whatever is recorded or checkpointed."""
     cell = cell_name(variant, seed)
     folder = work / name / cell
-    if not extends(name, cell, study.steps, folder) and _recorded(name, cell):
+    if again:
+        print(f"{name}/{cell}: trained again from step 0", flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    elif not extends(name, cell, study.steps, folder) and _recorded(name, cell):
         return
     folder.mkdir(parents=True, exist_ok=True)
     environ = dict(
@@ -842,6 +863,12 @@ def main() -> None:
         "numpy<2, tyro, tensorboard)",
     )
     run.add_argument("--steps", type=int, help="agent steps of new cells (default: the study's)")
+    run.add_argument(
+        "--again",
+        action="store_true",
+        help="train the named cells from step 0 even where recorded (their checkpoints dropped; "
+        "the record replaced when the new run ends)",
+    )
     show = sub.add_parser("report", help="the study's table and plot")
     show.add_argument("study", choices=sorted(STUDIES))
     child = sub.add_parser("plain-child", help=argparse.SUPPRESS)
@@ -867,6 +894,10 @@ def main() -> None:
         draw(args.study)
         print(report(args.study))
         return
+    if args.again and not (args.variants and args.seeds):
+        parser.error(
+            "--again drops the named cells' checkpoints: name them with --variants and --seeds"
+        )
     if args.steps:
         study = dataclasses.replace(study, steps=args.steps)
     # A SIGTERM stops the cell's run too (it saves last.ckpt), not this process alone.
@@ -875,14 +906,19 @@ def main() -> None:
         for seed in args.seeds or study.seeds:
             if variant == "cleanrl":
                 run_cleanrl_cell(
-                    args.study, study, seed, checkout=args.cleanrl, python=args.cleanrl_python
+                    args.study,
+                    study,
+                    seed,
+                    checkout=args.cleanrl,
+                    python=args.cleanrl_python,
+                    again=args.again,
                 )
             elif variant == "plain":
-                run_plain_cell(args.study, study, seed)
+                run_plain_cell(args.study, study, seed, again=args.again)
             elif variant == "sb3":
-                run_sb3_cell(args.study, study, seed)
+                run_sb3_cell(args.study, study, seed, again=args.again)
             else:
-                run_cell(args.study, study, variant, seed, args.work)
+                run_cell(args.study, study, variant, seed, args.work, again=args.again)
 
 
 if __name__ == "__main__":
