@@ -255,6 +255,10 @@ def test_a_printing_cell_recorded_short_trains_again_from_its_first_step(tmp_pat
     learning_study._run_printing_cell("pong_ppo_1m", shorter, "plain", 0, argv, {}, {})
     record = learning_study._curve(tmp_path / "results" / "pong_ppo_1m" / "plain_seed0.csv")
     assert record == curve
+    # run --again: the same study trains it from step 0, the new curve replaces the record
+    learning_study._run_printing_cell("pong_ppo_1m", shorter, "plain", 0, argv, {}, {}, again=True)
+    again = learning_study._curve(tmp_path / "results" / "pong_ppo_1m" / "plain_seed0.csv")
+    assert again[-1][0] == 600_000 and again[-1][2] == pytest.approx(-1.0)
 
 
 def test_a_cleanrl_cell_records_its_own_venvs_versions():
